@@ -1,0 +1,5 @@
+"""``python -m agent_replay``: the same entry point as the ``agent-replay`` script."""
+
+from agent_replay.cli import main
+
+raise SystemExit(main())

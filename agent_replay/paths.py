@@ -1,0 +1,39 @@
+"""Where the store lives: ``--dir``, else ``AGENT_REPLAY_DIR``, else the nearest
+``.agent-replay/`` walking up from the working directory, else ``./.agent-replay``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DIR_NAME = ".agent-replay"
+DB_NAME = "traces.db"
+CONFIG_NAME = "config.json"
+ENV_DIR = "AGENT_REPLAY_DIR"
+
+
+def resolve_dir(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:
+    """Return the store directory (which may not exist yet)."""
+    if explicit:
+        return Path(explicit).expanduser()
+    env = os.environ.get(ENV_DIR)
+    if env:
+        return Path(env).expanduser()
+    here = (cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / DIR_NAME
+        if candidate.is_dir():
+            return candidate
+    return here / DIR_NAME
+
+
+def db_path(store_dir: Path) -> Path:
+    """The SQLite file inside a store directory."""
+    return store_dir / DB_NAME
+
+
+def make_private_dir(path: Path) -> None:
+    """Create ``path`` (and parents) with mode 0700 for the leaf; existing dirs are left alone."""
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        os.chmod(path, 0o700)

@@ -1,0 +1,234 @@
+"""Ingest: whole traces into the store, validated strictly, all-or-nothing per trace.
+
+The fast path validates a batch, builds every row, and inserts the batch table by table with
+``executemany`` inside one transaction. If the batch hits a constraint, it is retried trace by
+trace, each in its own savepoint, so one bad trace never takes the others down with it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_replay.errors import StoreError, TraceFormatError
+from agent_replay.services.derive import derive_trace
+from agent_replay.store import ids
+from agent_replay.store.db import DB_ERRORS, Store
+from agent_replay.store.mapping import (
+    TraceRows,
+    decision_row,
+    enc,
+    snapshot_row,
+    step_row,
+    trace_row,
+)
+from agent_replay.store.writes import existing_trace_ids, insert_trace_rows
+from agent_replay.trace.models import Trace, time_ms
+from agent_replay.trace.validate import validate_trace
+
+BATCH_SIZE = 500
+
+
+@dataclass
+class Rejection:
+    """A trace that was not ingested, where it was, and why."""
+
+    where: str
+    reason: str
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did: ids written (or that would be, in a dry run) and rejections."""
+
+    ingested: list[str] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    steps: int = 0
+
+
+def prepare(
+    trace: Trace,
+    *,
+    created_ms: int,
+    extra_tags: Sequence[str] = (),
+    source_format: str | None = None,
+    otel_trace_id: str | None = None,
+) -> TraceRows:
+    """Assign ids, derive missing totals, and build every row of one validated trace.
+
+    Mutates ``trace``: it ends up exactly as stored (ids filled, totals derived).
+    """
+    derive_trace(trace)
+    if extra_tags:
+        trace.tags = list(dict.fromkeys([*trace.tags, *extra_tags]))
+    trace_id = trace.id or ids.new_id(ids.TRACE)
+    trace.id = trace_id
+    fresh = iter(ids.new_ids(ids.STEP, sum(1 for s in trace.steps if s.id is None)))
+    rows = TraceRows(
+        trace_row(
+            trace,
+            trace_id,
+            created_ms=created_ms,
+            step_count=len(trace.steps),
+            otel_trace_id=otel_trace_id,
+            source_format=source_format,
+        ),
+        tags=[(trace_id, tag, position) for position, tag in enumerate(trace.tags)],
+    )
+    for step in trace.steps:
+        step_id = step.id or next(fresh)
+        step.id = step_id
+        rows.steps.append(step_row(step, step_id, trace_id))
+        decision = decision_row(step, step_id, trace_id)
+        if decision is not None:
+            rows.decisions.append(decision)
+        snapshot = snapshot_row(step, step_id, trace_id)
+        if snapshot is not None:
+            rows.snapshots.append(snapshot)
+    for evaluation in trace.evals:
+        evaluation.id = evaluation.id or ids.new_id(ids.EVAL)
+        rows.evals.append(
+            (
+                evaluation.id,
+                trace_id,
+                evaluation.evaluator,
+                evaluation.score,
+                1 if evaluation.passed else 0,
+                evaluation.threshold,
+                enc(evaluation.details),
+                evaluation.model,
+                evaluation.cost_usd,
+                evaluation.created_at,
+                time_ms(evaluation.created_at),
+            )
+        )
+    return rows
+
+
+def ingest_trace(
+    db: Store,
+    trace: Trace | dict[str, Any],
+    *,
+    tags: Sequence[str] = (),
+    source_format: str | None = None,
+) -> Trace:
+    """Validate one trace strictly and write it in one transaction.
+
+    Args:
+        db: the store (from ``ensure_database``).
+        trace: a ``Trace`` or its JSON object.
+        tags: extra tags to add.
+
+    Returns:
+        The trace as stored, with its id and step ids.
+
+    Raises:
+        TraceFormatError: the trace is invalid (every problem, with paths).
+        StoreError: a trace with the same id exists, or the write failed.
+    """
+    data = trace.model_dump() if isinstance(trace, Trace) else trace
+    model = validate_trace(data).trace
+    rows = prepare(
+        model, created_ms=int(time.time() * 1000), extra_tags=tags, source_format=source_format
+    )
+    with db.write():
+        if model.id and existing_trace_ids(db, [model.id]):
+            raise StoreError(f"a trace with id {model.id} is already in the store")
+        try:
+            insert_trace_rows(db, [rows])
+        except DB_ERRORS as exc:
+            raise StoreError(f"cannot write trace {model.id}: {exc}") from exc
+    return model
+
+
+ItemSource = Iterable[tuple[str, Any]]
+
+
+def ingest_many(
+    store: Store | None,
+    items: ItemSource,
+    *,
+    tags: Sequence[str] = (),
+    dry_run: bool = False,
+    source_format: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    batch_size: int = BATCH_SIZE,
+) -> IngestReport:
+    """Ingest ``(where, object)`` pairs; an object that is an exception is a parse failure.
+
+    Args:
+        store: where to write (``None`` only with ``dry_run``).
+        items: e.g. ``("line 3", {...})`` from a JSONL reader.
+        dry_run: validate only; nothing is written.
+        progress: called with (traces done, steps done) after each batch.
+    """
+    report = IngestReport()
+    batch: list[tuple[str, TraceRows]] = []
+    seen: set[str] = set()
+
+    def flush() -> None:
+        if not batch:
+            return
+        if not dry_run:
+            assert store is not None
+            _write_batch(store, batch, report)
+        else:
+            report.ingested.extend(rows.trace[0] for _, rows in batch)
+            report.steps += sum(len(rows.steps) for _, rows in batch)
+        batch.clear()
+        if progress is not None:
+            progress(len(report.ingested), report.steps)
+
+    created_ms = int(time.time() * 1000)
+    for where, obj in items:
+        if isinstance(obj, Exception):
+            report.rejected.append(Rejection(where, str(obj)))
+            continue
+        try:
+            model = validate_trace(obj, label=where).trace
+        except TraceFormatError as exc:
+            report.rejected.append(Rejection(where, exc.message, exc.problems))
+            continue
+        if model.id is not None and model.id in seen:
+            report.rejected.append(
+                Rejection(where, f"trace id {model.id} appears twice in the input")
+            )
+            continue
+        rows = prepare(model, created_ms=created_ms, extra_tags=tags, source_format=source_format)
+        seen.add(rows.trace[0])
+        batch.append((where, rows))
+        if len(batch) >= batch_size:
+            flush()
+    flush()
+    return report
+
+
+def _write_batch(store: Store, batch: list[tuple[str, TraceRows]], report: IngestReport) -> None:
+    with store.write():
+        existing = existing_trace_ids(store, [rows.trace[0] for _, rows in batch])
+        fresh = []
+        for where, rows in batch:
+            if rows.trace[0] in existing:
+                report.rejected.append(
+                    Rejection(where, f"a trace with id {rows.trace[0]} is already in the store")
+                )
+            else:
+                fresh.append((where, rows))
+        try:
+            with store.db.atomic():  # a savepoint: undo the batch, keep the transaction
+                insert_trace_rows(store, [rows for _, rows in fresh])
+            written = fresh
+        except DB_ERRORS:  # a constraint somewhere in the batch: find it trace by trace
+            written = []
+            for where, rows in fresh:
+                try:
+                    with store.db.atomic():
+                        insert_trace_rows(store, [rows])
+                    written.append((where, rows))
+                except DB_ERRORS as exc:
+                    report.rejected.append(Rejection(where, f"cannot write trace: {exc}"))
+    report.ingested.extend(rows.trace[0] for _, rows in written)
+    report.steps += sum(len(rows.steps) for _, rows in written)

@@ -1,0 +1,448 @@
+"""``TraceRecorder``: the incremental write engine every live capture path uses.
+
+Each call is one small ``BEGIN IMMEDIATE`` transaction, so parallel processes (hooks) recording
+into one store never collide: the next step number, pairing a result with its call and closing a
+trace are read-then-write operations done under the write lock. Every value passes through the
+trace format's models (strict for the SDK, lenient for capture paths) and the same row builders
+ingest uses, so a trace recorded step by step is identical to the same trace ingested at once.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agent_replay.clock import Clock, SystemClock
+from agent_replay.errors import NotFoundError, TraceFormatError, UsageError
+from agent_replay.services.derive import duration_between
+from agent_replay.services.derive import total_tokens as sum_tokens
+from agent_replay.services.ingest import prepare
+from agent_replay.store import ids
+from agent_replay.store.db import Store
+from agent_replay.store.mapping import (
+    DECISION_COLUMNS,
+    SNAPSHOT_COLUMNS,
+    STEP_COLUMNS,
+    dec_meta,
+    decision_dict,
+    decision_row,
+    enc,
+    enc_meta,
+    snapshot_dict,
+    snapshot_row,
+    step_dict,
+    step_row,
+)
+from agent_replay.store.writes import (
+    execute,
+    insert_many,
+    insert_trace_rows,
+    update_columns,
+    upsert_row,
+)
+from agent_replay.trace.models import Decision, Snapshot, Step, Trace, canonical_time
+from agent_replay.trace.validate import validate_trace
+
+_STEP_SELECT = ", ".join(f'"{c}"' for c in STEP_COLUMNS)
+
+
+class TraceRecorder:
+    """Record a trace as it happens.
+
+    Args:
+        db: the store.
+        clock: the time source for timestamps the caller leaves out.
+        lenient: coerce and repair bad values (capture paths) instead of raising
+            ``TraceFormatError`` (the SDK's default); warnings collect in ``warnings``.
+
+    Example:
+        >>> rec = TraceRecorder(ensure_database(".agent-replay"))
+        >>> tid = rec.start_trace("support-bot", input={"q": "refund?"})
+        >>> n = rec.start_step(tid, "tool_call", "lookup_order", input={"id": 7})
+        >>> rec.end_step(tid, n, output={"status": "shipped"})
+        >>> rec.end_trace(tid, output="It shipped.")
+    """
+
+    def __init__(self, db: Store, *, clock: Clock | None = None, lenient: bool = False) -> None:
+        self.db = db
+        self.clock = clock or SystemClock()
+        self.lenient = lenient
+        self.warnings: list[str] = []
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _now(self) -> str:
+        return canonical_time(self.clock.now())
+
+    def _validate_trace(self, data: dict[str, Any]) -> Trace:
+        validated = validate_trace(data, lenient=self.lenient)
+        self.warnings.extend(validated.warnings)
+        return validated.trace
+
+    def _validate_step(self, data: dict[str, Any]) -> Step:
+        """One step through the format's rules (links are checked against the store)."""
+        links = {k: data.pop(k) for k in ("parent_step", "caused_by_step") if k in data}
+        wrapper = self._validate_trace({"agent_name": "recorder", "steps": [data]})
+        step = wrapper.steps[0]
+        for key, value in links.items():
+            setattr(step, key, value)
+        return step
+
+    def _check_links(self, trace_id: str, step: Step) -> None:
+        for link in ("parent_step", "caused_by_step"):
+            target = getattr(step, link)
+            if target is None:
+                continue
+            problem = None
+            if not isinstance(target, int) or isinstance(target, bool) or target <= 0:
+                problem = f"must be a positive step number (got {target!r})"
+            elif target >= step.step_number:
+                problem = f"must reference an earlier step (got {target})"
+            elif not self._step_exists(trace_id, target):
+                problem = f"references step {target}, which does not exist"
+            if problem:
+                if not self.lenient:
+                    raise TraceFormatError([(f"step {step.step_number}.{link}", problem)])
+                self.warnings.append(f"step {step.step_number}.{link}: {problem}; dropped")
+                setattr(step, link, None)
+
+    def _step_exists(self, trace_id: str, number: int) -> bool:
+        row = execute(
+            self.db,
+            "SELECT 1 FROM steps WHERE trace_id = ? AND step_number = ?",
+            [trace_id, number],
+        ).fetchone()
+        return row is not None
+
+    def _require_trace(self, trace_id: str) -> tuple[Any, ...]:
+        row = execute(
+            self.db,
+            "SELECT id, status, started_at, ended_at FROM traces WHERE id = ?",
+            [trace_id],
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no trace {trace_id!r} to record into")
+        return tuple(row)
+
+    def _next_number(self, trace_id: str) -> int:
+        row = execute(
+            self.db, "SELECT MAX(step_number) FROM steps WHERE trace_id = ?", [trace_id]
+        ).fetchone()
+        return int(row[0] or 0) + 1
+
+    def _load_step(self, trace_id: str, number: int) -> dict[str, Any]:
+        row = execute(
+            self.db,
+            f"SELECT {_STEP_SELECT} FROM steps WHERE trace_id = ? AND step_number = ?",
+            [trace_id, number],
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"trace {trace_id} has no step {number}")
+        step_id = row[0]
+        decision = execute(
+            self.db,
+            f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions WHERE step_id = ?",
+            [step_id],
+        ).fetchone()
+        snapshot = execute(
+            self.db,
+            f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM snapshots WHERE step_id = ?",
+            [step_id],
+        ).fetchone()
+        return step_dict(
+            tuple(row),
+            decision_dict(tuple(decision)) if decision else None,
+            snapshot_dict(tuple(snapshot)) if snapshot else None,
+        )
+
+    def _insert_step(
+        self, trace_id: str, step: Step, *, call_id: str | None, is_open: bool
+    ) -> None:
+        if self._step_exists(trace_id, step.step_number):
+            problem = f"step {step.step_number} already exists in trace {trace_id}"
+            if not self.lenient:
+                raise UsageError(problem)
+            self.warnings.append(f"{problem}; renumbered")
+            step.step_number = self._next_number(trace_id)
+        self._check_links(trace_id, step)
+        if step.duration_ms is None:
+            step.duration_ms = duration_between(step.started_at, step.ended_at)
+        step.id = step.id or ids.new_id(ids.STEP)
+        insert_many(
+            self.db,
+            "steps",
+            STEP_COLUMNS,
+            [step_row(step, step.id, trace_id, call_id=call_id, is_open=is_open)],
+        )
+        for table, columns, row in (
+            ("decisions", DECISION_COLUMNS, decision_row(step, step.id, trace_id)),
+            ("snapshots", SNAPSHOT_COLUMNS, snapshot_row(step, step.id, trace_id)),
+        ):
+            if row is not None:
+                insert_many(self.db, table, columns, [row])
+        execute(self.db, "UPDATE traces SET step_count = step_count + 1 WHERE id = ?", [trace_id])
+
+    # --- the API ------------------------------------------------------------------------
+
+    def start_trace(
+        self,
+        agent_name: str,
+        *,
+        trace_id: str | None = None,
+        input: Any = None,
+        tags: list[str] | None = None,
+        session_id: str | None = None,
+        started_at: str | None = None,
+        agent_version: str | None = None,
+        trigger: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        source_format: str | None = None,
+        otel_trace_id: str | None = None,
+    ) -> str:
+        """Open a trace (status ``running``) and return its id."""
+        data: dict[str, Any] = {
+            "id": trace_id,
+            "agent_name": agent_name,
+            "agent_version": agent_version,
+            "trigger": trigger,
+            "status": "running",
+            "input": input,
+            "started_at": started_at or self._now(),
+            "tags": list(tags or []),
+            "session_id": session_id,
+            "metadata": dict(metadata or {}),
+        }
+        trace = self._validate_trace(data)
+        rows = prepare(
+            trace,
+            created_ms=int(time.time() * 1000),
+            source_format=source_format,
+            otel_trace_id=otel_trace_id,
+        )
+        with self.db.write():
+            if (
+                trace_id is not None
+                and execute(self.db, "SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone()
+            ):
+                raise UsageError(f"a trace with id {trace_id} is already in the store")
+            insert_trace_rows(self.db, [rows])
+        assert trace.id is not None
+        return trace.id
+
+    def start_step(
+        self,
+        trace_id: str,
+        step_type: str,
+        name: str | None = None,
+        *,
+        input: Any = None,
+        step_number: int | None = None,
+        started_at: str | None = None,
+        parent_step: int | None = None,
+        caused_by_step: int | None = None,
+        model: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        call_id: str | None = None,
+    ) -> int:
+        """Open a step (its result comes with ``end_step``); returns its step number."""
+        with self.db.write():
+            self._require_trace(trace_id)
+            number = step_number or self._next_number(trace_id)
+            step = self._validate_step(
+                {
+                    "step_number": number,
+                    "step_type": step_type,
+                    "name": name,
+                    "input": input,
+                    "started_at": started_at or self._now(),
+                    "model": model,
+                    "parent_step": parent_step,
+                    "caused_by_step": caused_by_step,
+                    "metadata": dict(metadata or {}),
+                }
+            )
+            self._insert_step(trace_id, step, call_id=call_id, is_open=True)
+            return step.step_number
+
+    def find_open_step(self, trace_id: str, call_id: str) -> int | None:
+        """The number of the open step started with this producer call id, if any."""
+        row = execute(
+            self.db,
+            "SELECT step_number FROM steps WHERE trace_id = ? AND call_id = ? AND is_open = 1 "
+            "ORDER BY step_number LIMIT 1",
+            [trace_id, call_id],
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    def end_step(
+        self,
+        trace_id: str,
+        step_number: int | None = None,
+        *,
+        call_id: str | None = None,
+        output: Any = None,
+        error: str | None = None,
+        ended_at: str | None = None,
+        tokens_used: int | None = None,
+        duration_ms: float | None = None,
+        model: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> int:
+        """Close a step, found by number or by the call id it was started with."""
+        with self.db.write():
+            if step_number is None:
+                if call_id is None:
+                    raise UsageError("end_step needs a step number or a call id")
+                step_number = self.find_open_step(trace_id, call_id)
+                if step_number is None:
+                    raise NotFoundError(f"trace {trace_id} has no open step for call {call_id}")
+            current = self._load_step(trace_id, step_number)
+            updates: dict[str, Any] = {
+                "output": output,
+                "error": error,
+                "ended_at": ended_at or self._now(),
+                "tokens_used": tokens_used,
+                "duration_ms": duration_ms,
+                "model": model,
+            }
+            merged = {**current, **{k: v for k, v in updates.items() if v is not None}}
+            merged["metadata"] = {**current["metadata"], **(metadata or {})}
+            merged.pop("decision"), merged.pop("snapshot")
+            step = self._validate_step(merged)
+            if step.duration_ms is None:
+                step.duration_ms = duration_between(step.started_at, step.ended_at)
+            update_columns(
+                self.db,
+                "steps",
+                {"trace_id": trace_id, "step_number": step_number},
+                {
+                    "output": enc(step.output),
+                    "error": step.error,
+                    "ended_at": step.ended_at,
+                    "tokens_used": step.tokens_used,
+                    "duration_ms": step.duration_ms,
+                    "model": step.model,
+                    "metadata": enc_meta(step.metadata),
+                    "is_open": 0,
+                },
+            )
+            return step_number
+
+    def step(self, trace_id: str, step: Step | dict[str, Any]) -> int:
+        """Record a complete step (with its decision and snapshot, if any); returns its number."""
+        data = step.model_dump() if isinstance(step, Step) else dict(step)
+        with self.db.write():
+            self._require_trace(trace_id)
+            if data.get("step_number") is None:
+                data["step_number"] = self._next_number(trace_id)
+            model = self._validate_step(data)
+            self._insert_step(trace_id, model, call_id=None, is_open=False)
+            return model.step_number
+
+    def decision(
+        self,
+        trace_id: str,
+        decision: Decision | dict[str, Any],
+        *,
+        step_number: int | None = None,
+        name: str | None = None,
+        started_at: str | None = None,
+        parent_step: int | None = None,
+        caused_by_step: int | None = None,
+    ) -> int:
+        """Attach a decision to an existing decision step, or record a new decision step."""
+        data = decision.model_dump() if isinstance(decision, Decision) else dict(decision)
+        with self.db.write():
+            self._require_trace(trace_id)
+            if step_number is not None and self._step_exists(trace_id, step_number):
+                current = self._load_step(trace_id, step_number)
+                current.pop("snapshot")
+                current["decision"] = data
+                step = self._validate_step(current)
+                row = decision_row(step, current["id"], trace_id)
+                assert row is not None
+                upsert_row(self.db, "decisions", DECISION_COLUMNS, row)
+                return step_number
+            return self._record_new(
+                trace_id,
+                {
+                    "step_number": step_number or self._next_number(trace_id),
+                    "step_type": "decision",
+                    "name": name,
+                    "started_at": started_at or self._now(),
+                    "parent_step": parent_step,
+                    "caused_by_step": caused_by_step,
+                    "decision": data,
+                },
+            )
+
+    def _record_new(self, trace_id: str, data: dict[str, Any]) -> int:
+        model = self._validate_step(data)
+        self._insert_step(trace_id, model, call_id=None, is_open=False)
+        return model.step_number
+
+    def snapshot(
+        self, trace_id: str, step_number: int, snapshot: Snapshot | dict[str, Any]
+    ) -> None:
+        """Attach (or replace) the state snapshot of a step."""
+        data = snapshot.model_dump() if isinstance(snapshot, Snapshot) else dict(snapshot)
+        with self.db.write():
+            current = self._load_step(trace_id, step_number)
+            current.pop("decision")
+            current["snapshot"] = data
+            step = self._validate_step(current)
+            row = snapshot_row(step, current["id"], trace_id)
+            assert row is not None
+            upsert_row(self.db, "snapshots", SNAPSHOT_COLUMNS, row)
+
+    def end_trace(
+        self,
+        trace_id: str,
+        *,
+        status: str = "completed",
+        output: Any = None,
+        error: str | None = None,
+        ended_at: str | None = None,
+        total_tokens: int | None = None,
+        total_cost_usd: float | None = None,
+        total_duration_ms: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """Finalize a trace: status, output, and totals (derived from the steps when omitted)."""
+        with self.db.write():
+            row = self._require_trace(trace_id)
+            checked = self._validate_trace(
+                {
+                    "agent_name": "recorder",
+                    "status": status,
+                    "output": output,
+                    "error": error,
+                    "started_at": row[2],
+                    "ended_at": ended_at or self._now(),
+                    "total_tokens": total_tokens,
+                    "total_cost_usd": total_cost_usd,
+                    "total_duration_ms": total_duration_ms,
+                }
+            )
+            if checked.total_tokens is None:
+                tokens = execute(
+                    self.db, "SELECT tokens_used FROM steps WHERE trace_id = ?", [trace_id]
+                ).fetchall()
+                checked.total_tokens = sum_tokens(r[0] for r in tokens)
+            if checked.total_duration_ms is None:
+                checked.total_duration_ms = duration_between(checked.started_at, checked.ended_at)
+            values: dict[str, Any] = {
+                "status": checked.status,
+                "output": enc(checked.output),
+                "error": checked.error,
+                "ended_at": checked.ended_at,
+                "total_tokens": checked.total_tokens,
+                "total_cost_usd": checked.total_cost_usd,
+                "total_duration_ms": checked.total_duration_ms,
+            }
+            if metadata:
+                current = execute(
+                    self.db, "SELECT metadata FROM traces WHERE id = ?", [trace_id]
+                ).fetchone()[0]
+                values["metadata"] = enc_meta({**dec_meta(current), **metadata})
+            update_columns(self.db, "traces", {"id": trace_id}, values)

@@ -1,0 +1,296 @@
+"""Explicit row <-> domain mapping (written out, not generated).
+
+Rows are plain tuples in the column orders below, so the bulk writer can ``executemany`` them
+and readers can build the format's JSON objects without a round trip through pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_replay.trace.io import dumps, input_hash, loads
+from agent_replay.trace.models import Step, Trace, time_ms
+
+TRACE_COLUMNS = (
+    "id",
+    "agent_name",
+    "agent_version",
+    "trigger",
+    "status",
+    "input",
+    "output",
+    "input_hash",
+    "started_at",
+    "started_at_ms",
+    "ended_at",
+    "total_duration_ms",
+    "total_tokens",
+    "total_cost_usd",
+    "error",
+    "session_id",
+    "metadata",
+    "parent_trace_id",
+    "forked_from_step",
+    "otel_trace_id",
+    "source_format",
+    "step_count",
+    "created_at_ms",
+)
+STEP_COLUMNS = (
+    "id",
+    "trace_id",
+    "step_number",
+    "step_type",
+    "name",
+    "input",
+    "output",
+    "error",
+    "started_at",
+    "started_at_ms",
+    "ended_at",
+    "duration_ms",
+    "tokens_used",
+    "model",
+    "parent_step",
+    "caused_by_step",
+    "metadata",
+    "call_id",
+    "is_open",
+)
+DECISION_COLUMNS = (
+    "step_id",
+    "trace_id",
+    "options",
+    "chosen",
+    "rationale",
+    "confidence",
+    "decided_by",
+)
+SNAPSHOT_COLUMNS = ("step_id", "trace_id", "context_window", "environment", "tool_state")
+EVAL_COLUMNS = (
+    "id",
+    "trace_id",
+    "evaluator",
+    "score",
+    "passed",
+    "threshold",
+    "details",
+    "model",
+    "cost_usd",
+    "created_at",
+    "created_at_ms",
+)
+TAG_COLUMNS = ("trace_id", "tag", "position")
+
+
+def quote(column: str) -> str:
+    """Quote a column name (``trigger`` is an SQL keyword)."""
+    return f'"{column}"'
+
+
+def enc(value: Any) -> str | None:
+    """A JSON payload for a TEXT column; ``None`` stays SQL NULL."""
+    return None if value is None else dumps(value)
+
+
+def enc_meta(value: dict[str, Any]) -> str | None:
+    """Metadata: an empty object is stored as NULL."""
+    return dumps(value) if value else None
+
+
+def dec(text: str | None) -> Any:
+    """Decode a JSON payload column."""
+    return None if text is None else loads(text)
+
+
+def dec_meta(text: str | None) -> dict[str, Any]:
+    return {} if text is None else loads(text)  # type: ignore[no-any-return]
+
+
+@dataclass
+class TraceRows:
+    """Every row one trace writes, ready for ``executemany``."""
+
+    trace: tuple[Any, ...]
+    steps: list[tuple[Any, ...]] = field(default_factory=list)
+    decisions: list[tuple[Any, ...]] = field(default_factory=list)
+    snapshots: list[tuple[Any, ...]] = field(default_factory=list)
+    evals: list[tuple[Any, ...]] = field(default_factory=list)
+    tags: list[tuple[Any, ...]] = field(default_factory=list)
+
+
+def trace_row(
+    trace: Trace,
+    trace_id: str,
+    *,
+    created_ms: int,
+    step_count: int,
+    otel_trace_id: str | None = None,
+    source_format: str | None = None,
+) -> tuple[Any, ...]:
+    """The ``traces`` row of a trace (in ``TRACE_COLUMNS`` order)."""
+    started_ms = time_ms(trace.started_at)
+    return (
+        trace_id,
+        trace.agent_name,
+        trace.agent_version,
+        trace.trigger,
+        trace.status,
+        enc(trace.input),
+        enc(trace.output),
+        input_hash(trace.input),
+        trace.started_at,
+        started_ms if started_ms is not None else created_ms,
+        trace.ended_at,
+        trace.total_duration_ms,
+        trace.total_tokens,
+        trace.total_cost_usd,
+        trace.error,
+        trace.session_id,
+        enc_meta(trace.metadata),
+        trace.parent_trace_id,
+        trace.forked_from_step,
+        otel_trace_id,
+        source_format,
+        step_count,
+        created_ms,
+    )
+
+
+def step_row(
+    step: Step, step_id: str, trace_id: str, *, call_id: str | None = None, is_open: bool = False
+) -> tuple[Any, ...]:
+    """The ``steps`` row of a step (in ``STEP_COLUMNS`` order)."""
+    return (
+        step_id,
+        trace_id,
+        step.step_number,
+        step.step_type,
+        step.name,
+        enc(step.input),
+        enc(step.output),
+        step.error,
+        step.started_at,
+        time_ms(step.started_at),
+        step.ended_at,
+        step.duration_ms,
+        step.tokens_used,
+        step.model,
+        step.parent_step,
+        step.caused_by_step,
+        enc_meta(step.metadata),
+        call_id,
+        1 if is_open else 0,
+    )
+
+
+def decision_row(step: Step, step_id: str, trace_id: str) -> tuple[Any, ...] | None:
+    d = step.decision
+    if d is None:
+        return None
+    options = [o.model_dump() for o in d.options]
+    return (step_id, trace_id, dumps(options), d.chosen, d.rationale, d.confidence, d.decided_by)
+
+
+def snapshot_row(step: Step, step_id: str, trace_id: str) -> tuple[Any, ...] | None:
+    s = step.snapshot
+    if s is None:
+        return None
+    return (step_id, trace_id, enc(s.context_window), enc(s.environment), enc(s.tool_state))
+
+
+# --- reading: rows -> the format's JSON objects (keys in model field order) -------------------
+
+
+def decision_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A ``decisions`` row (``DECISION_COLUMNS`` order) as the format's decision object."""
+    return {
+        "options": loads(row[2]),
+        "chosen": row[3],
+        "rationale": row[4],
+        "confidence": row[5],
+        "decided_by": row[6],
+    }
+
+
+def snapshot_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    return {"context_window": dec(row[2]), "environment": dec(row[3]), "tool_state": dec(row[4])}
+
+
+def step_dict(
+    row: tuple[Any, ...],
+    decision: dict[str, Any] | None = None,
+    snapshot: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ``steps`` row (``STEP_COLUMNS`` order) as the format's step object."""
+    return {
+        "id": row[0],
+        "step_number": row[2],
+        "step_type": row[3],
+        "name": row[4],
+        "input": dec(row[5]),
+        "output": dec(row[6]),
+        "error": row[7],
+        "started_at": row[8],
+        "ended_at": row[10],
+        "duration_ms": row[11],
+        "tokens_used": row[12],
+        "model": row[13],
+        "parent_step": row[14],
+        "caused_by_step": row[15],
+        "decision": decision,
+        "snapshot": snapshot,
+        "metadata": dec_meta(row[16]),
+    }
+
+
+def eval_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    return {
+        "id": row[0],
+        "evaluator": row[2],
+        "score": row[3],
+        "passed": bool(row[4]),
+        "threshold": row[5],
+        "details": dec(row[6]),
+        "model": row[7],
+        "cost_usd": row[8],
+        "created_at": row[9],
+    }
+
+
+def trace_dict(
+    row: tuple[Any, ...],
+    tags: list[str],
+    steps: list[dict[str, Any]] | None,
+    evals: list[dict[str, Any]] | None,
+) -> dict[str, Any]:
+    """A ``traces`` row (``TRACE_COLUMNS`` order) as the format's trace object.
+
+    ``steps``/``evals`` of ``None`` leave those keys out (``list --json``).
+    """
+    out: dict[str, Any] = {
+        "id": row[0],
+        "agent_name": row[1],
+        "agent_version": row[2],
+        "trigger": row[3],
+        "status": row[4],
+        "input": dec(row[5]),
+        "output": dec(row[6]),
+        "started_at": row[8],
+        "ended_at": row[10],
+        "total_duration_ms": row[11],
+        "total_tokens": row[12],
+        "total_cost_usd": row[13],
+        "error": row[14],
+        "tags": tags,
+        "session_id": row[15],
+        "metadata": dec_meta(row[16]),
+        "parent_trace_id": row[17],
+        "forked_from_step": row[18],
+    }
+    if steps is not None:
+        out["steps"] = steps
+    if evals is not None:
+        out["evals"] = evals
+    return out

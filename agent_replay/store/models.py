@@ -1,0 +1,160 @@
+"""Peewee models of the current schema, used for queries.
+
+The tables themselves are created by the frozen DDL in ``migrations.py`` (a shipped migration is
+never edited); a test checks that these models and the migrated schema agree. Models are not
+bound to a database: queries are bound to a ``Store``'s database explicitly, so two stores can be
+open in one process.
+
+JSON payload columns (``input``, ``output``, ``metadata``, ...) hold the JSON encoding of the
+value, so a string stays a string and every value round-trips exactly.
+"""
+
+from __future__ import annotations
+
+from peewee import (
+    BigIntegerField,
+    CompositeKey,
+    FloatField,
+    IntegerField,
+    Model,
+    TextField,
+)
+
+
+class BaseModel(Model):
+    class Meta:
+        legacy_table_names = False
+
+
+class TraceRow(BaseModel):
+    """A trace. ``started_at_ms`` is the ordering key: the start, else the ingest time."""
+
+    id = TextField(primary_key=True)
+    agent_name = TextField()
+    agent_version = TextField(null=True)
+    trigger = TextField(null=True)
+    status = TextField()
+    input = TextField(null=True)
+    output = TextField(null=True)
+    input_hash = TextField(null=True)
+    started_at = TextField(null=True)
+    started_at_ms = BigIntegerField()
+    ended_at = TextField(null=True)
+    total_duration_ms = FloatField(null=True)
+    total_tokens = BigIntegerField(null=True)
+    total_cost_usd = FloatField(null=True)
+    error = TextField(null=True)
+    session_id = TextField(null=True)
+    metadata = TextField(null=True)
+    parent_trace_id = TextField(null=True)
+    forked_from_step = IntegerField(null=True)
+    otel_trace_id = TextField(null=True)
+    source_format = TextField(null=True)
+    step_count = IntegerField(default=0)
+    created_at_ms = BigIntegerField()
+
+    class Meta:
+        table_name = "traces"
+
+
+class StepRow(BaseModel):
+    """A step. ``call_id`` is the producer's id for a tool call, to pair its result later."""
+
+    id = TextField(primary_key=True)
+    trace_id = TextField()
+    step_number = IntegerField()
+    step_type = TextField()
+    name = TextField(null=True)
+    input = TextField(null=True)
+    output = TextField(null=True)
+    error = TextField(null=True)
+    started_at = TextField(null=True)
+    started_at_ms = BigIntegerField(null=True)
+    ended_at = TextField(null=True)
+    duration_ms = FloatField(null=True)
+    tokens_used = BigIntegerField(null=True)
+    model = TextField(null=True)
+    parent_step = IntegerField(null=True)
+    caused_by_step = IntegerField(null=True)
+    metadata = TextField(null=True)
+    call_id = TextField(null=True)
+    is_open = IntegerField(default=0)
+
+    class Meta:
+        table_name = "steps"
+
+
+class DecisionRow(BaseModel):
+    step_id = TextField(primary_key=True)
+    trace_id = TextField()
+    options = TextField()
+    chosen = TextField()
+    rationale = TextField(null=True)
+    confidence = FloatField(null=True)
+    decided_by = TextField()
+
+    class Meta:
+        table_name = "decisions"
+
+
+class SnapshotRow(BaseModel):
+    step_id = TextField(primary_key=True)
+    trace_id = TextField()
+    context_window = TextField(null=True)
+    environment = TextField(null=True)
+    tool_state = TextField(null=True)
+
+    class Meta:
+        table_name = "snapshots"
+
+
+class EvalRow(BaseModel):
+    id = TextField(primary_key=True)
+    trace_id = TextField()
+    evaluator = TextField()
+    score = FloatField()
+    passed = IntegerField()
+    threshold = FloatField(null=True)
+    details = TextField(null=True)
+    model = TextField(null=True)
+    cost_usd = FloatField(null=True)
+    created_at = TextField(null=True)
+    created_at_ms = BigIntegerField(null=True)
+
+    class Meta:
+        table_name = "evals"
+
+
+class TagRow(BaseModel):
+    trace_id = TextField()
+    tag = TextField()
+    position = IntegerField()
+
+    class Meta:
+        table_name = "tags"
+        primary_key = CompositeKey("trace_id", "tag")
+
+
+class PolicyRow(BaseModel):
+    id = TextField(primary_key=True)
+    name = TextField(unique=True)
+    description = TextField(null=True)
+    pattern = TextField()
+    action = TextField()
+    priority = IntegerField(default=0)
+    enabled = IntegerField(default=1)
+    created_at = TextField()
+
+    class Meta:
+        table_name = "policies"
+
+
+ALL_MODELS: tuple[type[BaseModel], ...] = (
+    TraceRow,
+    StepRow,
+    DecisionRow,
+    SnapshotRow,
+    EvalRow,
+    TagRow,
+    PolicyRow,
+)

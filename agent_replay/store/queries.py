@@ -1,0 +1,361 @@
+"""Named read queries. They return domain objects (``Trace``, ``TraceSummary``, the format's
+JSON objects), never peewee rows, and page with keysets, never ``OFFSET``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agent_replay.errors import AmbiguousIdError, NotFoundError, UsageError
+from agent_replay.store.db import Store
+from agent_replay.store.mapping import (
+    DECISION_COLUMNS,
+    EVAL_COLUMNS,
+    SNAPSHOT_COLUMNS,
+    STEP_COLUMNS,
+    TRACE_COLUMNS,
+    decision_dict,
+    eval_dict,
+    quote,
+    snapshot_dict,
+    step_dict,
+    trace_dict,
+)
+from agent_replay.store.writes import execute
+from agent_replay.trace.models import TRACE_STATUSES
+
+SortKey = Literal["time", "tokens", "duration", "cost"]
+SORT_COLUMNS: dict[str, str] = {
+    "time": "started_at_ms",
+    "tokens": "total_tokens",
+    "duration": "total_duration_ms",
+    "cost": "total_cost_usd",
+}
+
+_TRACE_SELECT = ", ".join(f"t.{quote(c)}" for c in TRACE_COLUMNS)
+_STEP_SELECT = ", ".join(quote(c) for c in STEP_COLUMNS)
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """What ``list``, ``export`` and the trace list screen filter on. ``None`` means any."""
+
+    status: str | None = None
+    agent: str | None = None
+    tag: str | None = None
+    session: str | None = None
+    since_ms: int | None = None
+    text: str | None = None
+    forks_of: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.status not in TRACE_STATUSES:
+            raise UsageError(
+                f"unknown status {self.status!r}; expected one of {', '.join(TRACE_STATUSES)}"
+            )
+
+
+@dataclass
+class TraceSummary:
+    """One row of the trace list: the trace's own fields without its steps."""
+
+    data: dict[str, Any]
+    step_count: int
+    sort_ms: int
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+    @property
+    def is_fork(self) -> bool:
+        return self.data.get("parent_trace_id") is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``list --json`` object: the format's trace fields plus id, step_count, is_fork."""
+        return {**self.data, "step_count": self.step_count, "is_fork": self.is_fork}
+
+
+@dataclass
+class Page:
+    """A page of summaries and the keyset cursor of the next one (``None`` at the end)."""
+
+    items: list[TraceSummary] = field(default_factory=list)
+    after: tuple[Any, str] | None = None
+
+
+# --- id resolution ------------------------------------------------------------------------
+
+
+def resolve_trace_id(store: Store, text: str) -> str:
+    """Resolve a full trace id or a unique prefix of one.
+
+    ``abc`` and ``trc_abc`` are both prefixes of ``trc_abc…``.
+
+    Raises:
+        NotFoundError: nothing matches.
+        AmbiguousIdError: several traces match (a usage error naming the candidates).
+    """
+    text = text.strip()
+    if not text:
+        raise UsageError("a trace id is required")
+    rows = execute(store, "SELECT id FROM traces WHERE id = ?", [text]).fetchall()
+    if rows:
+        return str(rows[0][0])
+    candidates: list[str] = []
+    for prefix in dict.fromkeys([text, f"trc_{text}"]):
+        # A range scan on the primary key: id >= prefix AND id < prefix + U+FFFF.
+        rows = execute(
+            store,
+            "SELECT id FROM traces WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+            [prefix, prefix + "\uffff"],
+        ).fetchall()
+        candidates.extend(r[0] for r in rows if r[0] not in candidates)
+    if not candidates:
+        raise NotFoundError(
+            f"no trace matches {text!r}", hints=["`agent-replay list` shows the trace ids"]
+        )
+    if len(candidates) > 1:
+        raise AmbiguousIdError(text, candidates[:5])
+    return candidates[0]
+
+
+# --- whole traces -------------------------------------------------------------------------
+
+
+def _tags_for(store: Store, trace_ids: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {tid: [] for tid in trace_ids}
+    for start in range(0, len(trace_ids), 500):
+        chunk = trace_ids[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        rows = execute(
+            store,
+            f"SELECT trace_id, tag FROM tags WHERE trace_id IN ({marks}) "
+            "ORDER BY trace_id, position",
+            chunk,
+        ).fetchall()
+        for trace_id, tag in rows:
+            out[trace_id].append(tag)
+    return out
+
+
+def step_dicts(
+    store: Store,
+    trace_id: str,
+    *,
+    from_step: int | None = None,
+    to_step: int | None = None,
+) -> list[dict[str, Any]]:
+    """The steps of a trace (optionally a step-number range) as the format's step objects."""
+    where = "trace_id = ?"
+    params: list[Any] = [trace_id]
+    if from_step is not None:
+        where += " AND step_number >= ?"
+        params.append(from_step)
+    if to_step is not None:
+        where += " AND step_number <= ?"
+        params.append(to_step)
+    rows = execute(
+        store, f"SELECT {_STEP_SELECT} FROM steps WHERE {where} ORDER BY step_number", params
+    ).fetchall()
+    decisions = {
+        r[0]: decision_dict(r)
+        for r in execute(
+            store,
+            f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions WHERE trace_id = ?",
+            [trace_id],
+        ).fetchall()
+    }
+    snapshots = {
+        r[0]: snapshot_dict(r)
+        for r in execute(
+            store,
+            f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM snapshots WHERE trace_id = ?",
+            [trace_id],
+        ).fetchall()
+    }
+    return [step_dict(r, decisions.get(r[0]), snapshots.get(r[0])) for r in rows]
+
+
+def eval_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:
+    """The stored evaluations of a trace, oldest first."""
+    rows = execute(
+        store,
+        f"SELECT {', '.join(EVAL_COLUMNS)} FROM evals WHERE trace_id = ? "
+        "ORDER BY created_at_ms, id",
+        [trace_id],
+    ).fetchall()
+    return [eval_dict(r) for r in rows]
+
+
+def _trace_row(store: Store, trace_id: str) -> tuple[Any, ...]:
+    rows = execute(store, f"SELECT {_TRACE_SELECT} FROM traces t WHERE t.id = ?", [trace_id])
+    row = rows.fetchone()
+    if row is None:
+        raise NotFoundError(f"no trace {trace_id!r}")
+    return tuple(row)
+
+
+def trace_json(
+    store: Store,
+    trace_id: str,
+    *,
+    from_step: int | None = None,
+    to_step: int | None = None,
+) -> dict[str, Any]:
+    """A full trace object (steps, decisions, snapshots, evals) as the format's JSON object."""
+    row = _trace_row(store, trace_id)
+    tags = _tags_for(store, [trace_id])[trace_id]
+    steps = step_dicts(store, trace_id, from_step=from_step, to_step=to_step)
+    return trace_dict(row, tags, steps, eval_dicts(store, trace_id))
+
+
+def get_trace(db: Store, id_or_prefix: str) -> Any:
+    """The trace with its steps, evals, decisions and snapshots, as a ``Trace`` model.
+
+    Args:
+        db: the store (from ``ensure_database``).
+        id_or_prefix: a trace id or a unique prefix of one.
+
+    Raises:
+        NotFoundError, AmbiguousIdError: see ``resolve_trace_id``.
+    """
+    from agent_replay.trace.models import Trace
+
+    trace_id = resolve_trace_id(db, id_or_prefix)
+    return Trace.model_validate(trace_json(db, trace_id))
+
+
+def step_count(store: Store, trace_id: str) -> int:
+    row = execute(store, "SELECT step_count FROM traces WHERE id = ?", [trace_id]).fetchone()
+    return int(row[0]) if row else 0
+
+
+# --- lists --------------------------------------------------------------------------------
+
+
+def _where(filters: TraceFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if filters.status:
+        clauses.append("t.status = ?")
+        params.append(filters.status)
+    if filters.agent:
+        clauses.append("t.agent_name = ?")
+        params.append(filters.agent)
+    if filters.session:
+        clauses.append("t.session_id = ?")
+        params.append(filters.session)
+    if filters.since_ms is not None:
+        clauses.append("t.started_at_ms >= ?")
+        params.append(filters.since_ms)
+    if filters.tag:
+        clauses.append("t.id IN (SELECT trace_id FROM tags WHERE tag = ?)")
+        params.append(filters.tag)
+    if filters.forks_of:
+        clauses.append("t.parent_trace_id = ?")
+        params.append(filters.forks_of)
+    if filters.text:
+        like = "%" + filters.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        like += "%"
+        clauses.append(
+            "(t.id LIKE ? ESCAPE '\\' OR t.agent_name LIKE ? ESCAPE '\\' "
+            "OR t.error LIKE ? ESCAPE '\\' OR t.session_id LIKE ? ESCAPE '\\')"
+        )
+        params.extend([like] * 4)
+    return (" AND ".join(clauses) or "1 = 1"), params
+
+
+def _keyset(column: str, after: tuple[Any, str], descending: bool) -> tuple[str, list[Any]]:
+    value, last_id = after
+    op = "<" if descending else ">"
+    if value is None:
+        # NULLs sort last when descending, first when ascending.
+        if descending:
+            return f"(t.{column} IS NULL AND t.id {op} ?)", [last_id]
+        return f"((t.{column} IS NULL AND t.id {op} ?) OR t.{column} IS NOT NULL)", [last_id]
+    null_tail = f" OR t.{column} IS NULL" if descending else ""
+    return (
+        f"(t.{column} {op} ? OR (t.{column} = ? AND t.id {op} ?){null_tail})",
+        [value, value, last_id],
+    )
+
+
+def list_traces(
+    store: Store,
+    filters: TraceFilter | None = None,
+    *,
+    sort: str = "time",
+    descending: bool = True,
+    limit: int = 50,
+    after: tuple[Any, str] | None = None,
+) -> Page:
+    """One page of trace summaries, newest (or largest) first.
+
+    Args:
+        sort: time, tokens, duration or cost.
+        after: the ``Page.after`` cursor of the previous page.
+    """
+    if sort not in SORT_COLUMNS:
+        raise UsageError(f"unknown sort {sort!r}; expected one of {', '.join(SORT_COLUMNS)}")
+    column = SORT_COLUMNS[sort]
+    where, params = _where(filters or TraceFilter())
+    if after is not None:
+        clause, extra = _keyset(column, after, descending)
+        where += f" AND {clause}"
+        params.extend(extra)
+    direction = "DESC" if descending else "ASC"
+    # SQLite sorts NULL lowest, which _keyset assumes; other engines are told explicitly.
+    nulls = ""
+    if sort != "time" and store.param != "?":
+        nulls = " NULLS LAST" if descending else " NULLS FIRST"
+    sql = (
+        f"SELECT {_TRACE_SELECT} FROM traces t WHERE {where} "
+        f"ORDER BY t.{column} {direction}{nulls}, t.id {direction} LIMIT ?"
+    )
+    rows = [tuple(r) for r in execute(store, sql, [*params, limit]).fetchall()]
+    tags = _tags_for(store, [r[0] for r in rows])
+    col_index = TRACE_COLUMNS.index(column)
+    items = [
+        TraceSummary(
+            data=trace_dict(r, tags[r[0]], None, None),
+            step_count=int(r[TRACE_COLUMNS.index("step_count")]),
+            sort_ms=int(r[TRACE_COLUMNS.index("started_at_ms")]),
+        )
+        for r in rows
+    ]
+    next_after = (rows[-1][col_index], rows[-1][0]) if len(rows) == limit else None
+    return Page(items, next_after)
+
+
+def iter_trace_json(
+    store: Store,
+    filters: TraceFilter | None = None,
+    *,
+    sort: str = "time",
+    descending: bool = True,
+    limit: int | None = None,
+    page_size: int = 200,
+) -> Iterator[dict[str, Any]]:
+    """Stream full trace objects matching ``filters``, page by page (flat memory)."""
+    after: tuple[Any, str] | None = None
+    emitted = 0
+    while True:
+        size = page_size if limit is None else min(page_size, limit - emitted)
+        if size <= 0:
+            return
+        page = list_traces(
+            store, filters, sort=sort, descending=descending, limit=size, after=after
+        )
+        for summary in page.items:
+            steps = step_dicts(store, summary.id)
+            yield {**summary.data, "steps": steps, "evals": eval_dicts(store, summary.id)}
+            emitted += 1
+        if page.after is None:
+            return
+        after = page.after
+
+
+def count_traces(store: Store) -> int:
+    return int(execute(store, "SELECT COUNT(*) FROM traces").fetchone()[0])
