@@ -1,0 +1,177 @@
+"""The ``agent-replay`` entry point: a lazy click group and ``main(argv) -> int``.
+
+Exceptions are mapped to exit codes here and nowhere else:
+0 success (also "no matches"); 1 runtime failure; 2 usage error; 130 interrupted.
+Under ``--json`` a failure also prints ``{"ok": false, "error": ..., "hints": [...]}`` on stdout.
+Unexpected errors print one line; the traceback goes to ``<dir>/logs/agent-replay.log``.
+
+No top-level import of Textual, Rich or the services: each subcommand imports what it needs when
+it runs, and the TUI is imported only inside the no-argument branch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from agent_replay import __version__
+from agent_replay.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, AgentReplayError
+
+# name -> (module, one-line help). The help is here so `agent-replay --help` imports nothing.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("agent_replay.commands.init", "Create the store (.agent-replay/) here."),
+    "ingest": ("agent_replay.commands.ingest", "Load traces from a JSON or JSONL file."),
+    "list": ("agent_replay.commands.list_", "List traces, newest first."),
+    "show": ("agent_replay.commands.show", "Show a trace: header and step timeline."),
+    "why": ("agent_replay.commands.why", "Explain why a step happened (its causal chain)."),
+    "decisions": ("agent_replay.commands.decisions", "List a trace's decision points."),
+    "export": ("agent_replay.commands.export", "Export traces as JSON or JSONL."),
+    "demo": ("agent_replay.commands.demo", "Load 5 sample traces and 3 guard policies."),
+}
+
+EPILOG = """\b
+Exit codes: 0 success (also "no matches"), 1 runtime failure,
+2 usage error, 130 interrupted.
+Run `agent-replay COMMAND --help` for a command's options and examples."""
+
+
+class LazyGroup(click.Group):
+    """Imports a subcommand's module only when that subcommand runs (or shows its help)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        command: click.Command = module.command
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_text) for name, (_, help_text) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    invoke_without_command=True,
+    epilog=EPILOG,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--dir",
+    "store_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Store directory (default: $AGENT_REPLAY_DIR, else the nearest .agent-replay/).",
+)
+@click.version_option(__version__, prog_name="agent-replay")
+@click.pass_context
+def root(ctx: click.Context, store_dir: Path | None) -> None:
+    """agent-replay: time-travel debugging for AI agents.
+
+    Records every step of an agent run into one local SQLite file, and lets you
+    replay, inspect, compare, fork, evaluate and guard those runs.
+
+    \b
+    Examples:
+      agent-replay demo                 load sample traces
+      agent-replay list --status failed
+      agent-replay show trc_abc --tree
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["store_dir"] = store_dir
+    if ctx.invoked_subcommand is None:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            click.echo(ctx.get_help())
+            ctx.exit(EXIT_USAGE)
+        raise click.UsageError(
+            "the full-screen app is not built yet; use a subcommand (see --help)", ctx
+        )
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    for arg in argv:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+def _log_traceback(argv: Sequence[str]) -> Path | None:
+    """Append the current traceback to ``<dir>/logs/agent-replay.log``; return its path."""
+    import traceback
+
+    try:
+        from agent_replay.paths import make_private_dir, resolve_dir
+
+        store_dir = None
+        if "--dir" in argv:
+            index = list(argv).index("--dir")
+            if index + 1 < len(argv):
+                store_dir = argv[index + 1]
+        folder = resolve_dir(store_dir) / "logs"
+        if not folder.parent.is_dir():
+            return None
+        make_private_dir(folder)
+        path = folder / "agent-replay.log"
+        with path.open("a", encoding="utf-8") as log:
+            log.write(f"--- agent-replay {' '.join(argv)}\n{traceback.format_exc()}\n")
+        return path
+    except OSError:
+        return None
+
+
+def _fail(message: str, hints: list[str], code: int, as_json: bool) -> int:
+    if as_json:
+        from agent_replay.commands._common import emit_json
+
+        emit_json({"ok": False, "error": message, "hints": hints})
+    click.echo(f"error: {message}", err=True)
+    for hint in hints:
+        click.echo(f"  hint: {hint}", err=True)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code (the console script's entry point)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = _wants_json(args)
+    try:
+        result: Any = root.main(args=args, prog_name="agent-replay", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        hints = []
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hints.append(f"see `{exc.ctx.command_path} --help`")
+        return _fail(exc.format_message(), hints, EXIT_USAGE, as_json)
+    except click.exceptions.Abort:
+        click.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `agent-replay list | head`: the reader left; not an error worth a traceback.
+        # Point stdout at /dev/null so the interpreter's final flush doesn't fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except AgentReplayError as exc:
+        return _fail(exc.message, exc.hints, exc.exit_code, as_json)
+    except Exception as exc:  # the last resort: one line, traceback to the log
+        log = _log_traceback(args)
+        hints = [f"details in {log}"] if log else []
+        return _fail(f"unexpected {type(exc).__name__}: {exc}", hints, EXIT_FAILURE, as_json)
+    return int(result or 0)

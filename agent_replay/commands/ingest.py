@@ -1,0 +1,167 @@
+"""``agent-replay ingest FILE|-``: load traces, all-or-nothing per trace, with a summary."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import click
+
+from agent_replay.commands._common import dir_option, emit_json, json_option, safe, split_tags
+from agent_replay.errors import UsageError
+
+
+def _detect_format(path: str, head: bytes) -> str:
+    """The format from the extension, else from the content: an array, or an object that spans
+    several lines, is a JSON document; a first line that parses alone means JSONL."""
+    lower = path.lower()
+    if lower.endswith((".jsonl", ".ndjson")):
+        return "jsonl"
+    if lower.endswith(".json"):
+        return "json"
+    stripped = head.lstrip()
+    if stripped.startswith(b"["):
+        return "json"
+    first_line = stripped.split(b"\n", 1)[0]
+    from agent_replay.trace.io import loads
+
+    try:
+        loads(first_line)
+        return "jsonl"
+    except ValueError:
+        return "json"
+
+
+class _Peeked:
+    """A byte stream with its first chunk read ahead (to sniff the format of stdin)."""
+
+    def __init__(self, stream: IO[bytes], head: bytes) -> None:
+        self.stream = stream
+        self.head = head
+
+    def __iter__(self) -> Iterator[bytes]:
+        rest = self.stream.readline()
+        first = self.head + rest
+        yield from first.splitlines(keepends=True)
+        yield from self.stream
+
+    def read(self) -> bytes:
+        return self.head + self.stream.read()
+
+
+def _items(source: Any, fmt: str) -> Iterator[tuple[str, Any]]:
+    from agent_replay.trace.io import iter_json_document, iter_jsonl
+
+    if fmt == "jsonl":
+        for number, obj in iter_jsonl(source):
+            yield f"line {number}", obj
+    else:
+        for number, obj in iter_json_document(source):
+            yield ("file" if number == 0 else f"trace {number}"), obj
+
+
+@click.command(name="ingest")
+@click.argument("file", metavar="FILE|-")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "jsonl"]),
+    default=None,
+    help="Input format (default: from the extension, else detected).",
+)
+@click.option("--tags", default=None, help="Comma-separated tags to add to every trace.")
+@click.option("--dry-run", is_flag=True, help="Validate only; write nothing (not even the store).")
+@dir_option
+@json_option
+def command(
+    file: str,
+    fmt: str | None,
+    tags: str | None,
+    dry_run: bool,
+    store_dir: Path | None,
+    as_json: bool,
+) -> int:
+    """Load traces from FILE (JSON: one trace or an array; JSONL: one trace a line), or - for stdin.
+
+    Each trace is validated strictly and written all-or-nothing; invalid traces are
+    reported with every problem and its path, and the rest still load. Exit 1 if any
+    trace was rejected.
+
+    \b
+    Examples:
+      agent-replay ingest traces.jsonl --tags nightly,prod
+      agent-replay export --format jsonl | agent-replay ingest - --dir other/
+      agent-replay ingest run.json --dry-run
+    """
+    from agent_replay.commands._common import open_or_create
+    from agent_replay.services.ingest import ingest_many
+
+    if file == "-":
+        raw: IO[bytes] = sys.stdin.buffer
+        name = "<stdin>"
+    else:
+        path = Path(file)
+        if not path.is_file():
+            raise UsageError(f"no such file: {file}")
+        raw = path.open("rb")
+        name = file
+    try:
+        head = raw.read(4096) if fmt is None or file == "-" else b""
+        chosen = fmt or _detect_format(name if file != "-" else "", head)
+        source = _Peeked(raw, head)
+        show_progress = sys.stderr.isatty() and not as_json
+
+        def progress(traces: int, steps: int) -> None:
+            if show_progress:
+                click.echo(f"\r  {traces:,} traces, {steps:,} steps…", err=True, nl=False)
+
+        store = None if dry_run else open_or_create(store_dir)
+        report = ingest_many(
+            store,
+            _items(source, chosen),
+            tags=split_tags(tags),
+            dry_run=dry_run,
+            progress=progress,
+        )
+        if show_progress and report.ingested:
+            click.echo("", err=True)
+    finally:
+        if raw is not sys.stdin.buffer:
+            raw.close()
+
+    ok = not report.rejected
+    if as_json:
+        emit_json(
+            {
+                "ok": ok,
+                "dry_run": dry_run,
+                "ingested": report.ingested,
+                "steps": report.steps,
+                "rejected": [
+                    {
+                        "where": r.where,
+                        "reason": r.reason,
+                        "problems": [{"path": p, "message": m} for p, m in r.problems],
+                    }
+                    for r in report.rejected
+                ],
+            }
+        )
+    else:
+        verb = "would ingest" if dry_run else "ingested"
+        click.echo(
+            f"{verb} {len(report.ingested):,} trace(s), {report.steps:,} step(s)"
+            + (f"; rejected {len(report.rejected):,}" if report.rejected else "")
+        )
+        for rejection in report.rejected[:50]:
+            click.echo(f"  rejected {rejection.where}:", err=True)
+            if rejection.problems:
+                for path, message in rejection.problems:
+                    click.echo(f"    {safe(path) or '(trace)'}: {safe(message)}", err=True)
+            else:
+                click.echo(f"    {safe(rejection.reason)}", err=True)
+        if len(report.rejected) > 50:
+            click.echo(f"  … and {len(report.rejected) - 50} more", err=True)
+    return 0 if ok else 1
