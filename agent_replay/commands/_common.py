@@ -222,7 +222,7 @@ def parse_since(value: str | None, now: dt.datetime) -> int | None:
     if match:
         delta = dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
         return int((now - delta).timestamp() * 1000)
-    from agent_replay.trace.models import parse_time
+    from agent_replay.trace.base import parse_time
 
     try:
         return int(parse_time(text).timestamp() * 1000)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agent_replay.trace.models import Step, Trace, parse_time
+from agent_replay.trace.base import parse_time
+from agent_replay.trace.models import Step, Trace
 
 
 def duration_between(started_at: str | None, ended_at: str | None) -> float | None:

@@ -25,7 +25,8 @@ from agent_replay.store.mapping import (
     trace_row,
 )
 from agent_replay.store.writes import existing_trace_ids, insert_trace_rows
-from agent_replay.trace.models import Trace, time_ms
+from agent_replay.trace.base import time_ms
+from agent_replay.trace.models import Trace
 from agent_replay.trace.validate import validate_trace
 
 BATCH_SIZE = 500

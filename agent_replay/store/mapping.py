@@ -7,10 +7,13 @@ and readers can build the format's JSON objects without a round trip through pyd
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agent_replay.trace.base import time_ms
 from agent_replay.trace.io import dumps, input_hash, loads
-from agent_replay.trace.models import Step, Trace, time_ms
+
+if TYPE_CHECKING:  # pydantic stays off the read paths (list) that only need rows
+    from agent_replay.trace.models import Step, Trace
 
 TRACE_COLUMNS = (
     "id",

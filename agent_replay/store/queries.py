@@ -23,7 +23,7 @@ from agent_replay.store.mapping import (
     trace_dict,
 )
 from agent_replay.store.writes import execute
-from agent_replay.trace.models import TRACE_STATUSES
+from agent_replay.trace.base import TRACE_STATUSES
 
 SortKey = Literal["time", "tokens", "duration", "cost"]
 SORT_COLUMNS: dict[str, str] = {

@@ -11,6 +11,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from agent_replay.trace.base import (
+    STEP_TYPES,
+    TRACE_STATUSES,
+    canonical_time,
+    parse_time,
+)
+
 StepType = Literal[
     "thought",
     "tool_call",
@@ -21,46 +28,12 @@ StepType = Literal[
     "error",
     "guard_check",
 ]
-STEP_TYPES: tuple[str, ...] = StepType.__args__  # type: ignore[attr-defined]
+assert STEP_TYPES == StepType.__args__  # type: ignore[attr-defined]
 
 TraceStatus = Literal["running", "completed", "failed", "timeout", "forked"]
-TRACE_STATUSES: tuple[str, ...] = TraceStatus.__args__  # type: ignore[attr-defined]
+assert TRACE_STATUSES == TraceStatus.__args__  # type: ignore[attr-defined]
 
 DecidedBy = Literal["agent", "user", "policy"]
-
-
-def canonical_time(value: dt.datetime) -> str:
-    """Render an instant as canonical UTC ISO-8601 with ``Z``.
-
-    Milliseconds always; microseconds only when the instant has sub-millisecond precision, so
-    nothing a producer recorded is lost and equal instants always render equally.
-    """
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    value = value.astimezone(dt.UTC)
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
-    micros = value.microsecond
-    if micros % 1000:
-        return f"{base}.{micros:06d}Z"
-    return f"{base}.{micros // 1000:03d}Z"
-
-
-def parse_time(value: str) -> dt.datetime:
-    """Parse an ISO-8601 timestamp; a naive one is taken as UTC. Raises ``ValueError``."""
-    text = value.strip()
-    if text.endswith(("z", "Z")):
-        text = text[:-1] + "+00:00"
-    parsed = dt.datetime.fromisoformat(text)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed
-
-
-def time_ms(value: str | None) -> int | None:
-    """Milliseconds since the epoch of a canonical timestamp (the store's ordering column)."""
-    if value is None:
-        return None
-    return int(parse_time(value).timestamp() * 1000)
 
 
 def _normalize_timestamp(value: Any, info: ValidationInfo) -> Any:

@@ -1,0 +1,1 @@
+"""Reusable Textual widgets, installed as ``agent_replay.widgets`` (never top-level)."""
