@@ -7,11 +7,11 @@ trace, each in its own savepoint, so one bad trace never takes the others down w
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import StoreError, TraceFormatError
 from agent_replay.services.derive import derive_trace
 from agent_replay.store import ids
@@ -115,6 +115,7 @@ def ingest_trace(
     *,
     tags: Sequence[str] = (),
     source_format: str | None = None,
+    clock: Clock | None = None,
 ) -> Trace:
     """Validate one trace strictly and write it in one transaction.
 
@@ -122,6 +123,7 @@ def ingest_trace(
         db: the store (from ``ensure_database``).
         trace: a ``Trace`` or its JSON object.
         tags: extra tags to add.
+        clock: stamps the ingest time (the ordering key of a trace with no ``started_at``).
 
     Returns:
         The trace as stored, with its id and step ids.
@@ -132,9 +134,7 @@ def ingest_trace(
     """
     data = trace.model_dump() if isinstance(trace, Trace) else trace
     model = validate_trace(data).trace
-    rows = prepare(
-        model, created_ms=int(time.time() * 1000), extra_tags=tags, source_format=source_format
-    )
+    rows = prepare(model, created_ms=_now_ms(clock), extra_tags=tags, source_format=source_format)
     with db.write():
         if model.id and existing_trace_ids(db, [model.id]):
             raise StoreError(f"a trace with id {model.id} is already in the store")
@@ -148,6 +148,11 @@ def ingest_trace(
 ItemSource = Iterable[tuple[str, Any]]
 
 
+def _now_ms(clock: Clock | None) -> int:
+    now = (clock or SystemClock()).now()
+    return int(now.timestamp() * 1000)
+
+
 def ingest_many(
     store: Store | None,
     items: ItemSource,
@@ -157,6 +162,7 @@ def ingest_many(
     source_format: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     batch_size: int = BATCH_SIZE,
+    clock: Clock | None = None,
 ) -> IngestReport:
     """Ingest ``(where, object)`` pairs; an object that is an exception is a parse failure.
 
@@ -183,7 +189,7 @@ def ingest_many(
         if progress is not None:
             progress(len(report.ingested), report.steps)
 
-    created_ms = int(time.time() * 1000)
+    created_ms = _now_ms(clock)
     for where, obj in items:
         if isinstance(obj, Exception):
             report.rejected.append(Rejection(where, str(obj)))

@@ -9,7 +9,6 @@ ingest uses, so a trace recorded step by step is identical to the same trace ing
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
@@ -215,7 +214,7 @@ class TraceRecorder:
         trace = self._validate_trace(data)
         rows = prepare(
             trace,
-            created_ms=int(time.time() * 1000),
+            created_ms=int(self.clock.now().timestamp() * 1000),
             source_format=source_format,
             otel_trace_id=otel_trace_id,
         )

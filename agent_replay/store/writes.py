@@ -21,12 +21,12 @@ from agent_replay.store.mapping import (
     quote,
 )
 
-_INSERT_CACHE: dict[tuple[str, str], str] = {}
+_INSERT_CACHE: dict[tuple[str, tuple[str, ...], str], str] = {}
 
 
 def insert_sql(store: Store, table: str, columns: Sequence[str]) -> str:
     """``INSERT INTO table (cols) VALUES (?, ...)`` with the store's placeholder."""
-    key = (table, store.param)
+    key = (table, tuple(columns), store.param)
     sql = _INSERT_CACHE.get(key)
     if sql is None:
         names = ", ".join(quote(c) for c in columns)

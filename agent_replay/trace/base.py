@@ -7,6 +7,7 @@ for pydantic's import.
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 STEP_TYPES: tuple[str, ...] = (
     "thought",
@@ -21,20 +22,27 @@ STEP_TYPES: tuple[str, ...] = (
 TRACE_STATUSES: tuple[str, ...] = ("running", "completed", "failed", "timeout", "forked")
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_ONE_MS = dt.timedelta(milliseconds=1)
+# Already canonical: ``2026-01-01T00:00:00.000Z`` or ``…00.000000Z`` (the common case on read).
+_CANONICAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(\d\d[1-9]|\d[1-9]\d|[1-9]\d\d)?Z$")
+
+
 def canonical_time(value: dt.datetime) -> str:
     """Render an instant as canonical UTC ISO-8601 with ``Z``.
 
     Milliseconds always; microseconds only when the instant has sub-millisecond precision, so
     nothing a producer recorded is lost and equal instants always render equally.
     """
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    value = value.astimezone(dt.UTC)
-    base = value.strftime("%Y-%m-%dT%H:%M:%S")
-    micros = value.microsecond
-    if micros % 1000:
-        return f"{base}.{micros:06d}Z"
-    return f"{base}.{micros // 1000:03d}Z"
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
+    spec = "microseconds" if value.microsecond % 1000 else "milliseconds"
+    return value.isoformat(timespec=spec) + "Z"
+
+
+def is_canonical(value: str) -> bool:
+    """Whether a timestamp string is already in canonical form."""
+    return _CANONICAL.match(value) is not None
 
 
 def parse_time(value: str) -> dt.datetime:
@@ -48,8 +56,23 @@ def parse_time(value: str) -> dt.datetime:
     return parsed
 
 
+def normalize_time(value: str) -> str:
+    """A timestamp string in canonical form (``ValueError`` if it is not ISO-8601)."""
+    if _CANONICAL.match(value):
+        return value
+    return canonical_time(parse_time(value))
+
+
 def time_ms(value: str | None) -> int | None:
-    """Milliseconds since the epoch of a canonical timestamp (the store's ordering column)."""
+    """Milliseconds since the epoch of a timestamp (the store's ordering column)."""
     if value is None:
         return None
-    return int(parse_time(value).timestamp() * 1000)
+    return (parse_time(value) - _EPOCH) // _ONE_MS
+
+
+def time_before(a: str, b: str) -> bool:
+    """Whether instant ``a`` is strictly before ``b`` (canonical strings of one precision
+    compare as text; anything else is parsed)."""
+    if len(a) == len(b) and a.endswith("Z") and b.endswith("Z"):
+        return a < b
+    return parse_time(a) < parse_time(b)

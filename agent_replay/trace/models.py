@@ -11,11 +11,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from agent_replay.trace.base import (
+from agent_replay.trace.base import (  # noqa: F401  (time helpers re-exported for callers)
     STEP_TYPES,
     TRACE_STATUSES,
     canonical_time,
+    normalize_time,
     parse_time,
+    time_ms,
 )
 
 StepType = Literal[
@@ -45,19 +47,24 @@ def _normalize_timestamp(value: Any, info: ValidationInfo) -> Any:
         return canonical_time(value)
     if isinstance(value, int | float) and not isinstance(value, bool) and lenient:
         # Epoch seconds, or milliseconds when the number is too large to be seconds.
-        seconds = value / 1000 if value > 1e11 else value
-        return canonical_time(dt.datetime.fromtimestamp(seconds, dt.UTC))
+        seconds = value / 1000 if abs(value) > 1e11 else value
+        try:
+            return canonical_time(dt.datetime.fromtimestamp(seconds, dt.UTC))
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"epoch time out of range (got {value!r})") from None
     if not isinstance(value, str):
         raise ValueError(f"must be an ISO-8601 timestamp string (got {type(value).__name__})")
     try:
-        return canonical_time(parse_time(value))
+        return normalize_time(value)
     except ValueError:
         raise ValueError(f"must be an ISO-8601 timestamp (got {value!r})") from None
 
 
 def _has_offset(value: Any) -> bool:
     """Whether a timestamp string carries a UTC offset other than zero."""
-    if not isinstance(value, str) or len(value) < 6 or value.endswith(("Z", "z", "+00:00")):
+    if not isinstance(value, str) or value[-1:] in ("Z", "z") or value.endswith("+00:00"):
+        return False
+    if len(value) < 6:
         return False
     tail = value[-6:]
     return tail[0] in "+-" and tail[3] == ":"
@@ -68,7 +75,10 @@ def _keep_original_times(data: Any) -> Any:
     (the stored value is always canonical UTC, which would lose the producer's local zone)."""
     if not isinstance(data, dict):
         return data
-    originals = {k: data[k] for k in ("started_at", "ended_at") if _has_offset(data.get(k))}
+    start, end = data.get("started_at"), data.get("ended_at")
+    if start is None and end is None:
+        return data
+    originals = {k: v for k, v in (("started_at", start), ("ended_at", end)) if _has_offset(v)}
     metadata = data.get("metadata")
     if not originals or not isinstance(metadata, dict | None):
         return data

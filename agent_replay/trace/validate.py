@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent_replay.errors import TraceFormatError
+from agent_replay.trace.base import time_before
 from agent_replay.trace.models import (
     READ_ONLY_TRACE_FIELDS,
     Decision,
@@ -30,7 +31,6 @@ from agent_replay.trace.models import (
     Snapshot,
     Step,
     Trace,
-    parse_time,
 )
 
 Problem = tuple[str, str]
@@ -64,7 +64,11 @@ def _pydantic_problems(exc: ValidationError) -> list[Problem]:
             msg = "unknown field"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
-        if err["type"] not in ("missing", "extra_forbidden") and "input" in err:
+        if (
+            err["type"] not in ("missing", "extra_forbidden")
+            and "input" in err
+            and "(got" not in msg
+        ):
             shown = repr(err["input"])
             if len(shown) <= 60:
                 msg += f" (got {shown})"
@@ -82,8 +86,40 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _model_problems(steps: list[Step]) -> list[Problem] | None:
+    """The fast check for validated steps: ``None`` when they break no rule (the common case),
+    so only a trace with problems pays for the detailed walk."""
+    numbers = {s.step_number for s in steps}
+    if len(numbers) != len(steps):
+        return None
+    for s in steps:
+        n = s.step_number
+        p, c = s.parent_step, s.caused_by_step
+        if p is not None and (p >= n or p not in numbers):
+            return None
+        if c is not None and (c >= n or c not in numbers):
+            return None
+        d = s.decision
+        if d is not None and (
+            s.step_type != "decision"
+            or (d.options and d.chosen not in {o.option for o in d.options})
+        ):
+            return None
+        if (
+            s.started_at is not None
+            and s.ended_at is not None
+            and time_before(s.ended_at, s.started_at)
+        ):
+            return None
+    return []
+
+
 def semantic_problems(steps: list[Any]) -> list[Problem]:
     """Cross-field problems in a list of steps (models or raw dicts; odd values are skipped)."""
+    if steps and all(isinstance(s, Step) for s in steps):
+        fast = _model_problems(steps)
+        if fast is not None:
+            return fast
     problems: list[Problem] = []
     numbers: set[int] = set()
     for index, step in enumerate(steps):
@@ -98,13 +134,13 @@ def semantic_problems(steps: list[Any]) -> list[Problem]:
         if not isinstance(step, dict | Step):
             continue
         number = _get(step, "step_number")
-        for link, rule in (("parent_step", "an earlier"), ("caused_by_step", "a strictly earlier")):
+        for link in ("parent_step", "caused_by_step"):
             target = _get(step, link)
             if not _is_int(target) or not _is_int(number):
                 continue
             if target >= number:
                 problems.append(
-                    (f"steps[{index}].{link}", f"must reference {rule} step (got {target})")
+                    (f"steps[{index}].{link}", f"must reference an earlier step (got {target})")
                 )
             elif target not in numbers:
                 problems.append(
@@ -138,7 +174,7 @@ def _time_order(obj: Any, path: str) -> list[Problem]:
     start, end = _get(obj, "started_at"), _get(obj, "ended_at")
     if isinstance(start, str) and isinstance(end, str):
         try:
-            if parse_time(end) < parse_time(start):
+            if time_before(end, start):
                 prefix = f"{path}." if path else ""
                 return [(f"{prefix}ended_at", f"is before started_at ({end} < {start})")]
         except ValueError:
