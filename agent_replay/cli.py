@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "decisions": ("agent_replay.commands.decisions", "List a trace's decision points."),
     "export": ("agent_replay.commands.export", "Export traces as JSON or JSONL."),
     "demo": ("agent_replay.commands.demo", "Load 5 sample traces and 3 guard policies."),
+    "tui": ("agent_replay.commands.tui", "Open the full-screen app (optionally on a trace)."),
+    "dashboard": ("agent_replay.commands.dashboard", "Open the app on the dashboard."),
 }
 
 EPILOG = """\b
@@ -84,6 +86,7 @@ def root(ctx: click.Context, store_dir: Path | None) -> None:
 
     \b
     Examples:
+      agent-replay                      open the app
       agent-replay demo                 load sample traces
       agent-replay list --status failed
       agent-replay show trc_abc --tree
@@ -94,9 +97,9 @@ def root(ctx: click.Context, store_dir: Path | None) -> None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             click.echo(ctx.get_help())
             ctx.exit(EXIT_USAGE)
-        raise click.UsageError(
-            "the full-screen app is not built yet; use a subcommand (see --help)", ctx
-        )
+        from agent_replay.commands.tui import run_app
+
+        ctx.exit(run_app(store_dir))
 
 
 def _wants_json(argv: Sequence[str]) -> bool:

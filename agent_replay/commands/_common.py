@@ -16,6 +16,15 @@ from typing import IO, Any, TypeVar
 
 import click
 
+from agent_replay.display import (  # noqa: F401  (re-exported for the commands)
+    fmt_cost,
+    fmt_int,
+    fmt_ms,
+    fmt_time,
+    preview,
+    safe,
+    truncate,
+)
 from agent_replay.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -72,17 +81,6 @@ def open_or_create(store_dir: Path | None) -> Any:
 
 # --- output --------------------------------------------------------------------------------
 
-# C0 and C1 control characters (and DEL) become visible escapes: producer text must never
-# move the cursor, change colours or ring the bell in the user's terminal.
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}
-_CONTROL_KEEP_LINES = {k: v for k, v in _CONTROL.items() if k not in (0x0A, 0x09)}
-
-
-def safe(text: Any, *, multiline: bool = False) -> str:
-    """Producer text made safe for a terminal: control characters shown as ``\\xNN``."""
-    value = text if isinstance(text, str) else str(text)
-    return value.translate(_CONTROL_KEEP_LINES if multiline else _CONTROL)
-
 
 def use_color(stream: IO[str] | None = None) -> bool:
     """Colour only on a terminal, and never when NO_COLOR is set."""
@@ -112,55 +110,6 @@ STATUS_COLORS = {
     "running": "cyan",
     "forked": "magenta",
 }
-
-
-def truncate(text: str, width: int) -> str:
-    """Cut ``text`` to ``width`` characters with an ellipsis."""
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
-
-
-def preview(value: Any, width: int = 60) -> str:
-    """A one-line, escaped preview of a JSON payload."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        text = value
-    else:
-        from agent_replay.trace.io import dumps
-
-        text = dumps(value)
-    return truncate(safe(text), width)
-
-
-def fmt_ms(ms: float | None) -> str:
-    """Human duration: 850ms, 12.3s, 4m05s, 2h03m."""
-    if ms is None:
-        return "-"
-    if ms < 1000:
-        return f"{ms:.0f}ms"
-    seconds = ms / 1000
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, sec = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{sec:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-def fmt_int(value: int | None) -> str:
-    return "-" if value is None else f"{value:,}"
-
-
-def fmt_cost(value: float | None) -> str:
-    return "-" if value is None else f"${value:.4f}"
-
-
-def fmt_time(iso: str | None) -> str:
-    """Canonical UTC timestamp shown as ``2026-06-01 12:00:00``."""
-    if not iso:
-        return "-"
-    return iso[:19].replace("T", " ")
 
 
 def print_table(
@@ -209,28 +158,17 @@ def emit_json(value: Any) -> None:
 
 # --- time ----------------------------------------------------------------------------------
 
-_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
 
 def parse_since(value: str | None, now: dt.datetime) -> int | None:
     """``--since``: ``7d``/``12h``/``30m``/``2w``, a date (``2026-01-01``) or an ISO time -> ms."""
     if value is None:
         return None
-    text = value.strip()
-    match = _RELATIVE.match(text)
-    if match:
-        delta = dt.timedelta(seconds=int(match.group(1)) * _UNITS[match.group(2)])
-        return int((now - delta).timestamp() * 1000)
-    from agent_replay.trace.base import parse_time
+    from agent_replay.services.query import since_ms
 
     try:
-        return int(parse_time(text).timestamp() * 1000)
-    except ValueError:
-        raise UsageError(
-            f"--since {value!r}: expected a duration like 7d, 12h, 30m, 2w or a date like "
-            "2026-01-01"
-        ) from None
+        return since_ms(value, now)
+    except UsageError as exc:
+        raise UsageError(f"--{exc.message}") from None
 
 
 def split_tags(value: str | None) -> list[str]:

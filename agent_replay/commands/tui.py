@@ -1,0 +1,65 @@
+"""``agent-replay tui [TRACE_ID]`` and ``agent-replay dashboard``: the full-screen app.
+
+Textual is imported only inside the callbacks (it costs ~200 ms; headless commands never pay).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from agent_replay.commands._common import dir_option
+from agent_replay.errors import EXIT_USAGE
+
+
+def run_app(
+    store_dir: Path | None,
+    *,
+    trace_id: str | None = None,
+    mode: str = "traces",
+    refresh: float | None = None,
+) -> int:
+    """Open the app on the store (creating an empty one, which shows how to load data)."""
+    ctx = click.get_current_context()
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        root = ctx.find_root()
+        click.echo(root.get_help())
+        click.echo("\nerror: the app needs a terminal; use a subcommand instead", err=True)
+        return EXIT_USAGE
+    from agent_replay.commands._common import open_or_create, resolve_store_dir
+
+    store = open_or_create(store_dir)
+    if trace_id is not None:
+        from agent_replay.store.queries import resolve_trace_id
+
+        trace_id = resolve_trace_id(store, trace_id)
+    from agent_replay.app import make_app  # deferred: Textual, TUI only
+
+    label = str(resolve_store_dir(store_dir))
+    app = make_app(
+        store,
+        initial_trace=trace_id,
+        initial_mode=mode,
+        dashboard_refresh=refresh,
+        store_label=label,
+    )
+    return int(app.run() or 0)
+
+
+@click.command(name="tui")
+@click.argument("trace_id", metavar="[TRACE_ID]", required=False)
+@dir_option
+def command(trace_id: str | None, store_dir: Path | None) -> int:
+    """Open the full-screen app (the same as running agent-replay with no arguments).
+
+    With TRACE_ID (or a unique prefix), open that trace's step timeline directly.
+    Needs a terminal: without one it prints help and exits 2.
+
+    \b
+    Examples:
+      agent-replay tui
+      agent-replay tui trc_demo2
+    """
+    return run_app(store_dir, trace_id=trace_id)
