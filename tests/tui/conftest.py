@@ -8,21 +8,18 @@ data loaded through the real services with that clock (fixed ids), no temp path 
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_textual_snapshot
+from tuikit import CLOCK
 
 from agent_replay.app import AgentReplayApp, make_app
-from agent_replay.clock import FixedClock
 from agent_replay.services.demo import load_demo
 from agent_replay.store.db import Store, ensure_database
 
-SIZE = (120, 36)
-CLOCK = FixedClock(dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC))
 SNAPSHOT_ROOT = Path(__file__).resolve().parents[2] / "snapshots"
 
 
@@ -72,11 +69,3 @@ def tui() -> Callable[..., AgentReplayApp]:
         return app
 
     return build
-
-
-async def settle(pilot: Any) -> None:
-    """Wait until every worker has finished and the screen has caught up."""
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import SIZE, settle
-from textual.widgets import DataTable, Static
-
 from agent_replay.screens.trace_list import PAGE_SIZE, TraceListScreen
+from textual.widgets import DataTable, Static
+from tuikit import SIZE, settle
+
 from agent_replay.services.ingest import ingest_many
 
 
