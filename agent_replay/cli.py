@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("agent_replay.commands.show", "Show a trace: header and step timeline."),
     "why": ("agent_replay.commands.why", "Explain why a step happened (its causal chain)."),
     "decisions": ("agent_replay.commands.decisions", "List a trace's decision points."),
+    "replay": ("agent_replay.commands.replay", "Play a trace back step by step, in real time."),
     "export": ("agent_replay.commands.export", "Export traces as JSON or JSONL."),
     "demo": ("agent_replay.commands.demo", "Load 5 sample traces and 3 guard policies."),
     "tui": ("agent_replay.commands.tui", "Open the full-screen app (optionally on a trace)."),
@@ -151,7 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = _wants_json(args)
     try:
-        result: Any = root.main(args=args, prog_name="agent-replay", standalone_mode=False)
+        # make_context + invoke rather than root.main(): click's main turns a closed stdout
+        # into sys.exit(1); here every outcome maps to an exit code in one place.
+        with root.make_context("agent-replay", args) as ctx:
+            result: Any = root.invoke(ctx)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
@@ -159,10 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
             hints.append(f"see `{exc.ctx.command_path} --help`")
         return _fail(exc.format_message(), hints, EXIT_USAGE, as_json)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("interrupted", err=True)
         return EXIT_INTERRUPTED
     except BrokenPipeError:

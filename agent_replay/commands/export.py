@@ -53,9 +53,12 @@ def command(
       agent-replay export --tag nightly | gzip > nightly.jsonl.gz
     """
     from agent_replay.commands._common import open_existing
+    from agent_replay.errors import UsageError
     from agent_replay.store.queries import iter_trace_json
     from agent_replay.trace.io import dumps_bytes
 
+    if output is not None and not output.resolve().parent.is_dir():
+        raise UsageError(f"--output {output}: directory {output.parent} does not exist")
     filters = build_filter(status, agent, tag, since, session)
     with open_existing(store_dir) as store:
         traces = iter_trace_json(store, filters, sort=sort, limit=limit)

@@ -35,20 +35,37 @@ def _detect_format(path: str, head: bytes) -> str:
 
 
 class _Peeked:
-    """A byte stream with its first chunk read ahead (to sniff the format of stdin)."""
+    """A byte stream with its first lines read ahead (to sniff the format)."""
 
     def __init__(self, stream: IO[bytes], head: bytes) -> None:
         self.stream = stream
         self.head = head
 
     def __iter__(self) -> Iterator[bytes]:
-        rest = self.stream.readline()
-        first = self.head + rest
-        yield from first.splitlines(keepends=True)
+        yield from self.head.splitlines(keepends=True)
         yield from self.stream
 
     def read(self) -> bytes:
         return self.head + self.stream.read()
+
+
+def _stored_ids(store_dir: Path | None) -> Any:
+    """For ``--dry-run``: a lookup of ids already stored, read without writing anything
+    (``None`` when there is no store, or it needs a migration a dry run must not apply)."""
+    from agent_replay.commands._common import resolve_store_dir
+    from agent_replay.paths import db_path
+    from agent_replay.store.db import open_store
+    from agent_replay.store.migrations import pending
+    from agent_replay.store.writes import existing_trace_ids
+
+    file = db_path(resolve_store_dir(store_dir))
+    if not file.exists():
+        return None
+    store = open_store(file, create=False, migrate=False)
+    if pending(store.db):
+        store.close()
+        return None
+    return lambda ids: existing_trace_ids(store, ids)
 
 
 def _items(source: Any, fmt: str) -> Iterator[tuple[str, Any]]:
@@ -108,7 +125,14 @@ def command(
         raw = path.open("rb")
         name = file
     try:
-        head = raw.read(4096) if fmt is None or file == "-" else b""
+        # The first non-blank line decides (a JSONL line can be far longer than any buffer).
+        head = b""
+        if fmt is None:
+            while not head.strip():
+                line = raw.readline()
+                if not line:
+                    break
+                head += line
         chosen = fmt or _detect_format(name if file != "-" else "", head)
         source = _Peeked(raw, head)
         show_progress = sys.stderr.isatty() and not as_json
@@ -118,12 +142,14 @@ def command(
                 click.echo(f"\r  {traces:,} traces, {steps:,} steps…", err=True, nl=False)
 
         store = None if dry_run else open_or_create(store_dir)
+        known = _stored_ids(store_dir) if dry_run else None
         report = ingest_many(
             store,
             _items(source, chosen),
             tags=split_tags(tags),
             dry_run=dry_run,
             progress=progress,
+            known_ids=known,
         )
         if show_progress and report.ingested:
             click.echo("", err=True)

@@ -28,9 +28,14 @@ def command(store_dir: Path | None, as_json: bool) -> int:
     from agent_replay.store.db import open_store
 
     if store_dir is None:
+        # The root's --dir, else $AGENT_REPLAY_DIR, else here: init never walks up to a
+        # parent's store (that is what it would otherwise find).
         import os
 
-        store_dir = Path(os.environ[ENV_DIR]) if os.environ.get(ENV_DIR) else Path(DIR_NAME)
+        root = click.get_current_context().find_root()
+        store_dir = (root.obj or {}).get("store_dir")
+        if store_dir is None:
+            store_dir = Path(os.environ[ENV_DIR]) if os.environ.get(ENV_DIR) else Path(DIR_NAME)
     existed = db_path(store_dir).exists()
     with open_store(db_path(store_dir), create=True):
         pass

@@ -163,6 +163,7 @@ def ingest_many(
     progress: Callable[[int, int], None] | None = None,
     batch_size: int = BATCH_SIZE,
     clock: Clock | None = None,
+    known_ids: Callable[[list[str]], set[str]] | None = None,
 ) -> IngestReport:
     """Ingest ``(where, object)`` pairs; an object that is an exception is a parse failure.
 
@@ -171,6 +172,8 @@ def ingest_many(
         items: e.g. ``("line 3", {...})`` from a JSONL reader.
         dry_run: validate only; nothing is written.
         progress: called with (traces done, steps done) after each batch.
+        known_ids: in a dry run, tells which ids a store already holds (reported as they
+            would be by a real run).
     """
     report = IngestReport()
     batch: list[tuple[str, TraceRows]] = []
@@ -183,8 +186,13 @@ def ingest_many(
             assert store is not None
             _write_batch(store, batch, report)
         else:
-            report.ingested.extend(rows.trace[0] for _, rows in batch)
-            report.steps += sum(len(rows.steps) for _, rows in batch)
+            stored = known_ids([rows.trace[0] for _, rows in batch]) if known_ids else set()
+            for where, rows in batch:
+                if rows.trace[0] in stored:
+                    report.rejected.append(Rejection(where, _already_stored(rows.trace[0])))
+                else:
+                    report.ingested.append(rows.trace[0])
+                    report.steps += len(rows.steps)
         batch.clear()
         if progress is not None:
             progress(len(report.ingested), report.steps)
@@ -204,7 +212,13 @@ def ingest_many(
                 Rejection(where, f"trace id {model.id} appears twice in the input")
             )
             continue
-        rows = prepare(model, created_ms=created_ms, extra_tags=tags, source_format=source_format)
+        try:
+            rows = prepare(
+                model, created_ms=created_ms, extra_tags=tags, source_format=source_format
+            )
+        except (TypeError, ValueError, OverflowError) as exc:  # a payload JSON can't encode
+            report.rejected.append(Rejection(where, f"cannot encode the trace as JSON: {exc}"))
+            continue
         seen.add(rows.trace[0])
         batch.append((where, rows))
         if len(batch) >= batch_size:
@@ -213,15 +227,17 @@ def ingest_many(
     return report
 
 
+def _already_stored(trace_id: str) -> str:
+    return f"a trace with id {trace_id} is already in the store"
+
+
 def _write_batch(store: Store, batch: list[tuple[str, TraceRows]], report: IngestReport) -> None:
     with store.write():
         existing = existing_trace_ids(store, [rows.trace[0] for _, rows in batch])
         fresh = []
         for where, rows in batch:
             if rows.trace[0] in existing:
-                report.rejected.append(
-                    Rejection(where, f"a trace with id {rows.trace[0]} is already in the store")
-                )
+                report.rejected.append(Rejection(where, _already_stored(rows.trace[0])))
             else:
                 fresh.append((where, rows))
         try:

@@ -421,6 +421,7 @@ class TraceRecorder:
                     "total_tokens": total_tokens,
                     "total_cost_usd": total_cost_usd,
                     "total_duration_ms": total_duration_ms,
+                    "metadata": dict(metadata or {}),
                 }
             )
             if checked.total_tokens is None:
@@ -439,9 +440,19 @@ class TraceRecorder:
                 "total_cost_usd": checked.total_cost_usd,
                 "total_duration_ms": checked.total_duration_ms,
             }
-            if metadata:
-                current = execute(
-                    self.db, "SELECT metadata FROM traces WHERE id = ?", [trace_id]
-                ).fetchone()[0]
-                values["metadata"] = enc_meta({**dec_meta(current), **metadata})
+            if checked.metadata:  # the caller's, plus an offset ended_at kept by validation
+                current = dec_meta(
+                    execute(
+                        self.db, "SELECT metadata FROM traces WHERE id = ?", [trace_id]
+                    ).fetchone()[0]
+                )
+                added = dict(checked.metadata)
+                originals = {
+                    **current.get("original_times", {}),
+                    **added.pop("original_times", {}),
+                }
+                merged = {**current, **added}
+                if originals:
+                    merged["original_times"] = originals
+                values["metadata"] = enc_meta(merged)
             update_columns(self.db, "traces", {"id": trace_id}, values)

@@ -180,10 +180,12 @@ def step_dicts(
 
 def eval_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:
     """The stored evaluations of a trace, oldest first."""
+    # rowid keeps the order evals were written in when they carry no time (SQLite).
+    tiebreak = "rowid" if store.param == "?" else "id"
     rows = execute(
         store,
         f"SELECT {', '.join(EVAL_COLUMNS)} FROM evals WHERE trace_id = ? "
-        "ORDER BY created_at_ms, id",
+        f"ORDER BY created_at_ms, {tiebreak}",
         [trace_id],
     ).fetchall()
     return [eval_dict(r) for r in rows]

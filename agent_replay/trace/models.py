@@ -88,6 +88,11 @@ def _keep_original_times(data: Any) -> Any:
     return {**data, "metadata": metadata}
 
 
+# Counts stay exact in JSON (2**53 - 1 is the largest integer every JSON reader keeps) and
+# a derived total (the sum of the steps' tokens) can never overflow SQLite's 64-bit INTEGER.
+MAX_SAFE_INT = 2**53 - 1
+MAX_STEP_TOKENS = 10**12
+
 TRACE_ID_PATTERN = r"^trc_[A-Za-z0-9_-]{1,64}$"
 
 
@@ -152,7 +157,7 @@ class Step(_Model):
     started_at: str | None = None
     ended_at: str | None = None
     duration_ms: float | None = Field(default=None, ge=0)
-    tokens_used: int | None = Field(default=None, ge=0)
+    tokens_used: int | None = Field(default=None, ge=0, le=MAX_STEP_TOKENS)
     model: str | None = None
     parent_step: int | None = Field(default=None, gt=0)
     caused_by_step: int | None = Field(default=None, gt=0)
@@ -177,7 +182,7 @@ class Trace(_Model):
     started_at: str | None = None
     ended_at: str | None = None
     total_duration_ms: float | None = Field(default=None, ge=0)
-    total_tokens: int | None = Field(default=None, ge=0)
+    total_tokens: int | None = Field(default=None, ge=0, le=MAX_SAFE_INT)
     total_cost_usd: float | None = Field(default=None, ge=0)
     error: str | None = None
     tags: list[str] = Field(default_factory=list)

@@ -253,7 +253,9 @@ def _prune_unknown(data: dict[str, Any], warnings: list[str]) -> None:
                 if isinstance(value, dict):
                     _drop_unknown(value, nested, f"{key}[{index}].{name}", warnings)
                     options = value.get("options") if name == "decision" else None
-                    for o_index, option in enumerate(options or []):
+                    if not isinstance(options, list):
+                        continue
+                    for o_index, option in enumerate(options):
                         if isinstance(option, dict):
                             path = f"{key}[{index}].decision.options[{o_index}]"
                             _drop_unknown(option, DecisionOption, path, warnings)
