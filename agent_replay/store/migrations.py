@@ -15,7 +15,6 @@ import datetime as dt
 from collections.abc import Callable
 
 from peewee import Database, IntegerField, TextField
-from playhouse.migrate import SchemaMigrator, migrate
 
 from agent_replay.errors import StoreError
 
@@ -127,6 +126,9 @@ def _m0001_initial(db: Database) -> None:
 
 def _m0002_sessions_causality_decisions(db: Database) -> None:
     """Schema v2: session ids, step hierarchy and causal links, decision records."""
+    # deferred: playhouse.migrate costs ~5 ms and every open of a current store skips it
+    from playhouse.migrate import SchemaMigrator, migrate
+
     migrator = SchemaMigrator.from_database(db)
     migrate(
         migrator.add_column("traces", "session_id", TextField(null=True)),

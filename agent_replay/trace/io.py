@@ -5,7 +5,6 @@ orjson is used for speed (ingest and export are JSON-bound); its output is compa
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -43,6 +42,8 @@ def canonical_json(value: Any) -> bytes:
 
 def input_hash(value: Any) -> str:
     """SHA-256 (hex) of the canonical JSON of a trace input; pairs runs of the same input."""
+    import hashlib  # deferred: only writers need it, and read paths start faster without
+
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
