@@ -53,7 +53,7 @@ class AmbiguousIdError(UsageError):
 
     def __init__(self, prefix: str, candidates: list[str]) -> None:
         self.candidates = candidates
-        shown = ", ".join(candidates)
+        shown = ", ".join(candidates[:5])
         super().__init__(
             f"id prefix {prefix!r} is ambiguous: it matches {shown}"
             + (" and more" if len(candidates) > 5 else ""),

@@ -134,13 +134,18 @@ def ingest_trace(
     """
     data = trace.model_dump() if isinstance(trace, Trace) else trace
     model = validate_trace(data).trace
-    rows = prepare(model, created_ms=_now_ms(clock), extra_tags=tags, source_format=source_format)
+    try:
+        rows = prepare(
+            model, created_ms=_now_ms(clock), extra_tags=tags, source_format=source_format
+        )
+    except (TypeError, ValueError, OverflowError) as exc:  # a payload JSON can't encode
+        raise TraceFormatError([("", f"cannot encode the trace as JSON: {exc}")]) from exc
     with db.write():
         if model.id and existing_trace_ids(db, [model.id]):
             raise StoreError(f"a trace with id {model.id} is already in the store")
         try:
             insert_trace_rows(db, [rows])
-        except DB_ERRORS as exc:
+        except (*DB_ERRORS, OverflowError) as exc:
             raise StoreError(f"cannot write trace {model.id}: {exc}") from exc
     return model
 
@@ -244,14 +249,14 @@ def _write_batch(store: Store, batch: list[tuple[str, TraceRows]], report: Inges
             with store.db.atomic():  # a savepoint: undo the batch, keep the transaction
                 insert_trace_rows(store, [rows for _, rows in fresh])
             written = fresh
-        except DB_ERRORS:  # a constraint somewhere in the batch: find it trace by trace
+        except (*DB_ERRORS, OverflowError):  # a bad row in the batch: find it trace by trace
             written = []
             for where, rows in fresh:
                 try:
                     with store.db.atomic():
                         insert_trace_rows(store, [rows])
                     written.append((where, rows))
-                except DB_ERRORS as exc:
+                except (*DB_ERRORS, OverflowError) as exc:
                     report.rejected.append(Rejection(where, f"cannot write trace: {exc}"))
     report.ingested.extend(rows.trace[0] for _, rows in written)
     report.steps += sum(len(rows.steps) for _, rows in written)

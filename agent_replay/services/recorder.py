@@ -246,7 +246,7 @@ class TraceRecorder:
         """Open a step (its result comes with ``end_step``); returns its step number."""
         with self.db.write():
             self._require_trace(trace_id)
-            number = step_number or self._next_number(trace_id)
+            number = self._next_number(trace_id) if step_number is None else step_number
             step = self._validate_step(
                 {
                     "step_number": number,
@@ -365,7 +365,9 @@ class TraceRecorder:
             return self._record_new(
                 trace_id,
                 {
-                    "step_number": step_number or self._next_number(trace_id),
+                    "step_number": (
+                        self._next_number(trace_id) if step_number is None else step_number
+                    ),
                     "step_type": "decision",
                     "name": name,
                     "started_at": started_at or self._now(),

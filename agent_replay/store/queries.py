@@ -117,7 +117,7 @@ def resolve_trace_id(store: Store, text: str) -> str:
             f"no trace matches {text!r}", hints=["`agent-replay list` shows the trace ids"]
         )
     if len(candidates) > 1:
-        raise AmbiguousIdError(text, candidates[:5])
+        raise AmbiguousIdError(text, candidates)
     return candidates[0]
 
 

@@ -47,8 +47,8 @@ def _normalize_timestamp(value: Any, info: ValidationInfo) -> Any:
         return canonical_time(value)
     if isinstance(value, int | float) and not isinstance(value, bool) and lenient:
         # Epoch seconds, or milliseconds when the number is too large to be seconds.
-        seconds = value / 1000 if abs(value) > 1e11 else value
         try:
+            seconds = value / 1000 if abs(value) > 1e11 else value
             return canonical_time(dt.datetime.fromtimestamp(seconds, dt.UTC))
         except (OverflowError, OSError, ValueError):
             raise ValueError(f"epoch time out of range (got {value!r})") from None
@@ -148,7 +148,7 @@ class Step(_Model):
     """One step of an agent run."""
 
     id: str | None = Field(default=None, pattern=r"^stp_[A-Za-z0-9_-]{1,64}$")
-    step_number: int = Field(gt=0)
+    step_number: int = Field(gt=0, le=MAX_SAFE_INT)
     step_type: StepType
     name: str | None = None
     input: Any = None
@@ -159,8 +159,8 @@ class Step(_Model):
     duration_ms: float | None = Field(default=None, ge=0)
     tokens_used: int | None = Field(default=None, ge=0, le=MAX_STEP_TOKENS)
     model: str | None = None
-    parent_step: int | None = Field(default=None, gt=0)
-    caused_by_step: int | None = Field(default=None, gt=0)
+    parent_step: int | None = Field(default=None, gt=0, le=MAX_SAFE_INT)
+    caused_by_step: int | None = Field(default=None, gt=0, le=MAX_SAFE_INT)
     decision: Decision | None = None
     snapshot: Snapshot | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -189,7 +189,7 @@ class Trace(_Model):
     session_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     parent_trace_id: str | None = Field(default=None, pattern=TRACE_ID_PATTERN)
-    forked_from_step: int | None = Field(default=None, gt=0)
+    forked_from_step: int | None = Field(default=None, gt=0, le=MAX_SAFE_INT)
     steps: list[Step] = Field(default_factory=list)
     evals: list[EvalResult] = Field(default_factory=list)
 

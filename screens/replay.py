@@ -1,0 +1,332 @@
+"""Replay (time travel): play a trace back step by step, paced by its recorded durations, and see
+the agent's state at the playhead.
+
+The trace loads in a thread worker; from then on everything is arithmetic on the loaded steps
+(``agent_replay.services.replay``), done on the UI thread without touching the store. Playback
+chains one-shot ``set_timer`` calls, each as long as the next step's scaled duration, and pausing
+cancels the pending one: nothing ever sleeps on the UI thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent_replay.widgets.replay_state import ReplayState
+from agent_replay.widgets.step_timeline import STEP_ICONS
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static
+from textual.worker import get_current_worker
+
+from agent_replay.display import fmt_int, fmt_ms, safe, truncate
+from agent_replay.errors import AgentReplayError
+from agent_replay.services.replay import INSTANT, Replay, faster, slower, speed_label
+from agent_replay.store.queries import resolve_trace_id, trace_json
+
+COLUMNS = (
+    ("#", "number", 3),
+    ("STEP", "step", 14),
+    ("NAME", "name", 18),
+    ("TIME", "time", 6),
+    ("TOKENS", "tokens", 6),
+    ("Σ TOKENS", "running", 8),
+)
+"""The step table's columns: label, key and width in cells."""
+TUI_SPEED = 1.0
+"""The screen starts at 1×: as recorded (long steps capped), so the playhead can be watched."""
+
+
+class PlayheadTable(DataTable[Text], can_focus=False):
+    """The revealed steps; the cursor row is the playhead. Never focused: the screen owns
+    every key (a focused table would take the arrows, Home and End)."""
+
+
+class ReplayScreen(Screen[None]):
+    """Play a trace back: the steps revealed so far, and the state at the playhead."""
+
+    CSS_PATH = "replay.tcss"
+    AUTO_FOCUS = ""  # nothing takes focus: the screen owns every key ("" not None: None inherits)
+    BINDINGS = [
+        Binding(
+            "escape", "back", "Back", id="back", tooltip="Back (or cancel the jump)", priority=True
+        ),
+        Binding("space", "toggle_play", "Play/Pause", id="play", tooltip="Play or pause"),
+        Binding(
+            "right,l", "step(1)", "Step", id="step-forward", tooltip="One step forward", show=False
+        ),
+        Binding(
+            "left,h", "step(-1)", "Step back", id="step-back", tooltip="One step back", show=False
+        ),
+        Binding("g", "jump", "Jump", id="jump", tooltip="Jump to a step number"),
+        Binding("plus,equals_sign", "faster", "Faster", id="faster", tooltip="Play faster"),
+        Binding("minus,underscore", "slower", "Slower", id="slower", tooltip="Play slower"),
+        Binding("home", "start", "Start", id="start", tooltip="Before the first step", show=False),
+        Binding("end", "finish", "End", id="end", tooltip="The end of the run", show=False),
+    ]
+
+    position: reactive[int] = reactive(0, init=False)
+    """Steps revealed: 0 is before the first step, the step count is the end."""
+    playing: reactive[bool] = reactive(False, init=False)
+    """Whether the playhead is advancing on its own."""
+    speed: reactive[float] = reactive(TUI_SPEED, init=False)
+    """Playback speed: 1, 2, 5, 10, 20, or 0 for instant."""
+
+    @dataclass
+    class Loaded(Message):
+        """The trace arrived from the worker."""
+
+        trace: dict[str, Any]
+
+    @dataclass
+    class LoadFailed(Message):
+        """The trace could not be loaded (unknown id, ambiguous prefix, store error)."""
+
+        error: str
+
+    def __init__(self, trace_id: str, *, at_step: int | None = None) -> None:
+        """Args:
+        trace_id: a trace id or unique prefix.
+        at_step: open paused with this step current (default: before the first step).
+        """
+        super().__init__()
+        self.trace_id = trace_id
+        """The trace replayed (the full id once loaded)."""
+        self._at_step = at_step
+        self._replay = Replay([])
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="replay-bar"):
+            yield Static("", id="replay-status")
+            yield ProgressBar(total=1, show_eta=False, id="replay-progress")
+        with Horizontal(id="replay-body"):
+            yield PlayheadTable(id="replay-steps", cursor_type="row", zebra_stripes=True)
+            yield ReplayState(id="replay-state")
+        yield Input(
+            placeholder="jump to step number, then Enter (Esc cancels)",
+            type="integer",
+            id="jump-input",
+        )
+        yield Footer()
+
+    @property
+    def table(self) -> PlayheadTable:
+        return self.query_one("#replay-steps", PlayheadTable)
+
+    @property
+    def state_panel(self) -> ReplayState:
+        return self.query_one("#replay-state", ReplayState)
+
+    @property
+    def replay(self) -> Replay:
+        """The loaded replay (empty until the trace arrives)."""
+        return self._replay
+
+    def on_mount(self) -> None:
+        table = self.table
+        # Fixed widths: revealing a longer name must not reflow the columns mid-replay.
+        for label, key, width in COLUMNS:
+            table.add_column(label, key=key, width=width)
+        self.query_one("#replay-body").loading = True
+        self._load(self.trace_id)
+
+    # --- loading ----------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="replay", description="trace")
+    def _load(self, trace_id: str) -> None:
+        store = self.app.store  # type: ignore[attr-defined]
+        try:
+            with store.db.connection_context():
+                trace = trace_json(store, resolve_trace_id(store, trace_id))
+        except AgentReplayError as exc:
+            self.post_message(self.LoadFailed(exc.message))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Loaded(trace))
+
+    @on(Loaded)
+    def start_replay(self, message: Loaded) -> None:
+        trace = message.trace
+        self.trace_id = trace["id"]
+        self._replay = Replay.from_trace(trace)
+        self.query_one("#replay-body").loading = False
+        self.query_one("#replay-progress", ProgressBar).update(total=max(self._replay.total, 1))
+        self.state_panel.end = self._replay.state_at(self._replay.total)
+        self.sub_title = f"replay · {trace['id']} · {truncate(safe(trace['agent_name']), 40)}"
+        start = 0
+        if self._at_step is not None:
+            try:
+                start = self._replay.position_of(self._at_step)
+            except AgentReplayError:
+                start = 0
+        self.position = start
+        self._show_position(start)
+
+    @on(LoadFailed)
+    def show_error(self, message: LoadFailed) -> None:
+        self.query_one("#replay-body").loading = False
+        self.query_one("#replay-status", Static).update(Text(message.error, style="red"))
+        self.notify(message.error, title="Replay", severity="error")
+
+    # --- the playhead -----------------------------------------------------------------
+
+    def validate_position(self, position: int) -> int:
+        return self._replay.clamp(position)
+
+    def watch_position(self, position: int) -> None:
+        self._show_position(position)
+
+    def watch_playing(self, playing: bool) -> None:
+        if playing and self.position >= self._replay.total:
+            self.position = 0  # play at the end starts over
+        self._schedule()
+        self._show_status()
+
+    def watch_speed(self, speed: float) -> None:
+        self._schedule()
+        self._show_status()
+
+    def _schedule(self) -> None:
+        """Arm the timer that reveals the next step (or stop at the end)."""
+        if self._timer is not None:
+            self._timer.stop()
+            self._timer = None
+        if not self.playing:
+            return
+        if self.position >= self._replay.total:
+            self.playing = False
+            return
+        if self.speed == INSTANT:
+            self.position = self._replay.total
+            self.playing = False
+            return
+        delay = self._replay.delay_before(self.position, self.speed)
+        self._timer = self.set_timer(delay, self._reveal_next, name="replay-playhead")
+
+    def _reveal_next(self) -> None:
+        self._timer = None
+        if self.playing:
+            self.position += 1
+            self._schedule()
+
+    def _show_position(self, position: int) -> None:
+        self._sync_table(position)
+        self.query_one("#replay-progress", ProgressBar).update(progress=position)
+        self.state_panel.state = self._replay.state_at(position)
+        self._show_status()
+
+    def _sync_table(self, position: int) -> None:
+        """Make the table hold exactly the first ``position`` steps, the last one under the
+        cursor. Moving forward appends rows, moving back removes them."""
+        table = self.table
+        shown = table.row_count
+        if position < shown:
+            if shown - position > position:
+                table.clear()
+                shown = 0
+            else:
+                for index in range(shown - 1, position - 1, -1):
+                    table.remove_row(str(index))
+                shown = position
+        for index in range(shown, position):
+            table.add_row(*self._row(index), key=str(index))
+        if position:
+            table.move_cursor(row=position - 1, animate=False)
+
+    def _row(self, index: int) -> list[Text]:
+        step = self._replay.steps[index]
+        icon = STEP_ICONS.get(step["step_type"], "•")
+        tokens = step.get("tokens_used")
+        return [
+            Text(str(step["step_number"]), justify="right"),
+            Text(f"{icon} {step['step_type']}", style="red" if step.get("error") else ""),
+            Text(truncate(safe(step.get("name") or ""), 18)),
+            Text(fmt_ms(step.get("duration_ms")), justify="right"),
+            Text("-" if tokens is None else f"{tokens:,}", justify="right"),
+            Text(fmt_int(self._replay.tokens_at(index + 1)), justify="right"),
+        ]
+
+    def _show_status(self) -> None:
+        total = self._replay.total
+        text = Text()
+        if self.playing:
+            text.append(" ▶ playing ", style="bold reverse green")
+        elif total and self.position >= total:
+            text.append(" ■ end ", style="bold reverse")
+        else:
+            text.append(" ‖ paused ", style="bold reverse yellow")
+        text.append(f"  step {self.position} of {total}", style="bold")
+        text.append(f"  ·  speed {speed_label(self.speed)}")
+        state = self.state_panel.state
+        if state is not None:
+            text.append(f"  ·  {fmt_int(state.tokens)} tokens", style="dim")
+            text.append(f"  ·  {fmt_ms(state.elapsed_ms)} recorded", style="dim")
+        self.query_one("#replay-status", Static).update(text)
+
+    # --- actions ----------------------------------------------------------------------
+
+    def action_toggle_play(self) -> None:
+        self.playing = not self.playing
+
+    def action_step(self, delta: int) -> None:
+        """Frame-step: one step forward or back, pausing playback."""
+        self.playing = False
+        self.position += delta
+
+    def action_start(self) -> None:
+        self.position = 0
+        self._schedule()
+
+    def action_finish(self) -> None:
+        self.position = self._replay.total
+        self.playing = False
+
+    def action_faster(self) -> None:
+        self.speed = faster(self.speed)
+
+    def action_slower(self) -> None:
+        self.speed = slower(self.speed)
+
+    def action_jump(self) -> None:
+        jump = self.query_one("#jump-input", Input)
+        jump.value = ""
+        jump.display = True
+        # Focus now, not after a refresh (``focus()``): digits typed straight after `g`
+        # must land in the box.
+        self.set_focus(jump)
+
+    @on(Input.Submitted, "#jump-input")
+    def jump_to_step(self, event: Input.Submitted) -> None:
+        self._close_jump()
+        if not event.value.strip():
+            return
+        try:
+            position = self._replay.position_of(int(event.value))
+        except (ValueError, AgentReplayError):
+            self.notify(
+                f"no step {safe(event.value)} in this trace", title="Jump", severity="error"
+            )
+            return
+        self.position = position
+        self._schedule()
+
+    def _close_jump(self) -> None:
+        jump = self.query_one("#jump-input", Input)
+        jump.display = False
+        self.set_focus(None)
+
+    def action_back(self) -> None:
+        if self.query_one("#jump-input").display:
+            self._close_jump()
+            return
+        self.playing = False
+        self.app.pop_screen()

@@ -1,0 +1,191 @@
+"""The tree and why view of one trace: the step hierarchy, the why-chain of the selected step and
+every decision point.
+
+The trace loads in a thread worker. Moving the cursor onto a step marks its why-chain in the tree
+and explains it in the side panel; the chain is ``why_chain`` from the analysis service, the same
+walk the ``why`` command prints. Producer text is escaped and shown as plain ``Text``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent_replay.widgets.why_tree import WhyTree, decisions_text, why_text
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Static, Tree
+from textual.worker import get_current_worker
+
+from agent_replay.display import fmt_int, fmt_ms, safe, truncate
+from agent_replay.errors import AgentReplayError
+from agent_replay.services.analysis import decision_points, why_chain
+from agent_replay.store.queries import resolve_trace_id, trace_json
+
+
+class TreeWhyScreen(Screen[None]):
+    """The steps of a trace as a tree; the why-chain of the step under the cursor; decisions."""
+
+    CSS_PATH = "tree_why.tcss"
+    BINDINGS = [
+        Binding(
+            "escape",
+            "back",
+            "Back",
+            id="back",
+            tooltip="Back to the previous screen",
+            priority=True,
+        ),
+        Binding("w", "focus_why", "Why", id="why", tooltip="Focus the why-chain panel"),
+        Binding("d", "focus_decisions", "Decisions", id="decisions", tooltip="Focus the decisions"),
+        Binding("s", "focus_tree", "Steps", id="steps", tooltip="Focus the step tree", show=False),
+        Binding(
+            "p", "replay", "Replay", id="replay", tooltip="Replay the trace up to the selected step"
+        ),
+    ]
+
+    step: reactive[int | None] = reactive(None, init=False)
+    """The selected step number, whose why-chain is shown."""
+
+    @dataclass
+    class Loaded(Message):
+        """The trace arrived from the worker."""
+
+        trace: dict[str, Any]
+
+    @dataclass
+    class LoadFailed(Message):
+        """The trace could not be loaded (unknown id, ambiguous prefix, store error)."""
+
+        error: str
+
+    def __init__(self, trace_id: str, *, step: int | None = None) -> None:
+        """Args:
+        trace_id: a trace id or unique prefix.
+        step: the step to select first (default: the first step).
+        """
+        super().__init__()
+        self.trace_id = trace_id
+        """The trace shown (the full id once loaded)."""
+        self._initial_step = step
+        self._steps: list[dict[str, Any]] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="tree-why-title")
+        with Horizontal(id="tree-why-body"):
+            yield WhyTree(id="why-tree")
+            with Vertical(id="tree-why-side"):
+                with VerticalScroll(id="why-panel", can_focus=True) as why:
+                    why.border_title = "Why"
+                    yield Static("", id="why-text")
+                with VerticalScroll(id="decisions-panel", can_focus=True) as decisions:
+                    decisions.border_title = "Decisions"
+                    yield Static("", id="decisions-text")
+        yield Footer()
+
+    @property
+    def tree(self) -> WhyTree:
+        return self.query_one("#why-tree", WhyTree)
+
+    def on_mount(self) -> None:
+        self.tree.loading = True
+        self._load(self.trace_id)
+
+    # --- loading ----------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="tree-why", description="trace")
+    def _load(self, trace_id: str) -> None:
+        store = self.app.store  # type: ignore[attr-defined]
+        try:
+            with store.db.connection_context():
+                trace = trace_json(store, resolve_trace_id(store, trace_id))
+        except AgentReplayError as exc:
+            self.post_message(self.LoadFailed(exc.message))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.Loaded(trace))
+
+    @on(Loaded)
+    def show_trace(self, message: Loaded) -> None:
+        trace = message.trace
+        self.trace_id = trace["id"]
+        self._steps = trace["steps"]
+        self.query_one("#tree-why-title", Static).update(_title(trace))
+        self.query_one("#decisions-text", Static).update(
+            decisions_text(decision_points(self._steps))
+        )
+        tree = self.tree
+        tree.loading = False
+        tree.load(self._steps)
+        tree.focus()
+        if not self._steps:
+            self.query_one("#why-text", Static).update(Text("This trace has no steps."))
+            return
+        numbers = [s["step_number"] for s in self._steps]
+        first = self._initial_step if self._initial_step in numbers else numbers[0]
+        tree.show_step(first)
+        self.step = first
+
+    @on(LoadFailed)
+    def show_error(self, message: LoadFailed) -> None:
+        self.tree.loading = False
+        self.query_one("#why-text", Static).update(Text(message.error, style="red"))
+        self.notify(message.error, title="Tree and why", severity="error")
+
+    # --- the why-chain ----------------------------------------------------------------
+
+    @on(Tree.NodeHighlighted, "#why-tree")
+    def follow_cursor(self, event: Tree.NodeHighlighted[dict[str, Any]]) -> None:
+        if event.node.data is not None:
+            self.step = event.node.data["step_number"]
+
+    def watch_step(self, step: int | None) -> None:
+        if step is None or not self._steps:
+            return
+        chain = why_chain(self._steps, step)
+        self.tree.chain = tuple(h.step["step_number"] for h in chain)
+        self.query_one("#why-text", Static).update(why_text(chain))
+        self.query_one("#why-panel", VerticalScroll).scroll_home(animate=False)
+
+    # --- actions ----------------------------------------------------------------------
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_focus_why(self) -> None:
+        self.query_one("#why-panel").focus()
+
+    def action_focus_decisions(self) -> None:
+        self.query_one("#decisions-panel").focus()
+
+    def action_focus_tree(self) -> None:
+        self.tree.focus()
+
+    def action_replay(self) -> None:
+        from agent_replay.screens.replay import ReplayScreen
+
+        # The cursor, not ``step``: a NodeHighlighted still queued hasn't updated ``step`` yet.
+        node = self.tree.cursor_node
+        step = node.data["step_number"] if node is not None and node.data else self.step
+        self.app.push_screen(ReplayScreen(self.trace_id, at_step=step))
+
+
+def _title(trace: dict[str, Any]) -> Text:
+    text = Text()
+    text.append(trace["id"], style="bold")
+    text.append("  ")
+    text.append(truncate(safe(trace["agent_name"]), 40))
+    text.append(f"  {trace['status']}", style="red" if trace["status"] == "failed" else "dim")
+    text.append(
+        f"  {len(trace['steps'])} steps · {fmt_int(trace['total_tokens'])} tokens · "
+        f"{fmt_ms(trace['total_duration_ms'])}",
+        style="dim",
+    )
+    return text
