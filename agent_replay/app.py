@@ -90,11 +90,12 @@ class AgentReplayApp(App[int]):
         else:
             self.action_show_help_panel()
 
-    def on_open_traces(self, message: OpenTraces) -> None:
+    async def on_open_traces(self, message: OpenTraces) -> None:
         """Dashboard drill-down: the trace list, filtered."""
         from agent_replay.screens.trace_list import TraceListScreen
 
-        self.switch_mode("traces")
+        # Awaited: on a first visit the list must be composed before its filter bar is set.
+        await self.switch_mode("traces")
         screen = self.screen
         if isinstance(screen, TraceListScreen):
             screen.apply_query(message.query)

@@ -1,20 +1,466 @@
-"""The dashboard (placeholder until the dashboard screen lands)."""
+"""The dashboard: totals, charts and breakdowns over the last days, with drill-down into the trace
+list.
+
+The figures come from ``services.dashboard.load_dashboard`` in a thread worker, refreshed every
+``refresh_seconds`` (a tick is skipped while a load is still running, and the timer pauses while
+the screen is hidden), and posted back as ``DashboardScreen.DataLoaded``. Enter on a row of the
+agents, statuses or failing-tools table posts ``OpenTraces`` with the filter-bar query of that row
+and the window, which the app answers by showing the trace list filtered. Every time window
+comes from ``app.clock``. Producer text (agent and tool names, statuses, evaluators) is shown as
+plain ``Text`` after ``safe()``.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from agent_replay.widgets.charts import (
+    BLUE,
+    GREEN,
+    ORANGE,
+    PURPLE,
+    RED,
+    Bar,
+    DailyChart,
+    DayBar,
+    HBarChart,
+    compact,
+    money,
+)
+from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Header, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from agent_replay.display import fmt_int, safe, truncate
+from agent_replay.messages import OpenTraces
+from agent_replay.services.dashboard import (
+    DEFAULT_DAYS,
+    WINDOWS,
+    DashboardData,
+    StepCache,
+    load_dashboard,
+)
+
+EMPTY_STORE = (
+    "No traces yet, so there is nothing to chart.\n\n"
+    "Load the samples:   agent-replay demo\n"
+    "Or ingest a file:   agent-replay ingest traces.jsonl\n"
+    "Or record a run:    agent-replay run -- python my_agent.py\n\n"
+    "The dashboard picks them up on its next refresh (or press r)."
+)
+STATUS_STYLES = {
+    "completed": "green",
+    "failed": "bold red",
+    "timeout": "yellow",
+    "running": "cyan",
+    "forked": "magenta",
+}
+
+
+def _rgb(color: tuple[int, int, int]) -> str:
+    return f"rgb({color[0]},{color[1]},{color[2]})"
+
+
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate * 100:.1f}%"
+
+
+def _fit(text: str, suffix: str, width: int) -> str:
+    """``text`` plus ``suffix`` when both fit in ``width`` cells, else ``text`` alone."""
+    return text + suffix if len(text) + len(suffix) <= width else text
+
+
+def _cell(text: str, width: int = 28, style: str = "") -> Text:
+    """Producer text as a plain, escaped, truncated cell."""
+    return Text(truncate(safe(text), width), style=style)
+
+
+def _num(text: str, style: str = "") -> Text:
+    return Text(text, style=style, justify="right")
+
+
+class DrillTable(DataTable[Any]):
+    """A table whose rows are keyed by the filter-bar query they drill down to."""
+
+    BINDINGS = [
+        Binding(
+            "enter",
+            "select_cursor",
+            "Open traces",
+            id="drill-down",
+            tooltip="Open the trace list filtered to the highlighted row",
+        ),
+    ]
+
+    def __init__(self, *, id: str) -> None:  # noqa: A002 - Textual's own parameter name
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+
+
+class Card(Static):
+    """One total: a big value under a title, with a note in the bottom border."""
+
+    def show(self, value: str, note: str = "", *, alert: bool = False) -> None:
+        """Set the value and the note (our own text, never producer text)."""
+        self.update(Text(value, style="bold"))
+        self.border_subtitle = note
+        self.set_class(alert, "-alert")
 
 
 class DashboardScreen(Screen[None]):
-    """Totals and charts over the whole store."""
+    """Totals and charts over the last days of the store."""
+
+    CSS_PATH = "dashboard.tcss"
+    BINDINGS = [
+        Binding("r", "reload", "Refresh", id="refresh", tooltip="Recompute the figures now"),
+        Binding(
+            "w",
+            "cycle_window",
+            "Window",
+            id="window",
+            tooltip="Show the last 7, 14, 30 or 90 days",
+        ),
+    ]
+
+    days: reactive[int] = reactive(DEFAULT_DAYS, init=False)
+    """The window's length in days (today included)."""
+
+    @dataclass
+    class DataLoaded(Message):
+        """Fresh figures arrived from the worker."""
+
+        data: DashboardData
 
     def __init__(self, refresh_seconds: float | None = None) -> None:
         super().__init__()
         self.refresh_seconds = refresh_seconds
+        """Seconds between automatic refreshes (``None``: only on ``r``)."""
+        self.data: DashboardData | None = None
+        """The figures on screen (``None`` until the first load)."""
+        self._worker: Worker[None] | None = None
+        self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("dashboard")
+        with Vertical(id="dashboard-body"):
+            with Horizontal(id="totals"):
+                for key, title, width in (
+                    ("traces", "Traces", ""),
+                    ("steps", "Steps", ""),
+                    ("tokens", "Tokens", ""),
+                    ("cost", "Cost", ""),
+                    ("failure-rate", "Failure rate", "-wide"),
+                    ("eval-pass-rate", "Eval pass rate", "-wide"),
+                    ("guard-blocks", "Guard blocks", "-wide"),
+                ):
+                    card = Card(id=f"card-{key}", classes=f"card {width}")
+                    card.border_title = title
+                    yield card
+            yield Static("", id="window-line")
+            with Horizontal(id="charts-top", classes="dashboard-row"):
+                with Vertical(id="per-day-panel", classes="panel"):
+                    yield DailyChart(id="per-day-chart")
+                with Vertical(id="step-types-panel", classes="panel"):
+                    yield HBarChart(color=PURPLE, id="step-types-chart")
+            with Horizontal(id="charts-bottom", classes="dashboard-row"):
+                with Vertical(id="tokens-panel", classes="panel"):
+                    yield HBarChart(color=BLUE, id="tokens-chart")
+                with Vertical(id="cost-panel", classes="panel"):
+                    yield HBarChart(color=ORANGE, fmt=money, id="cost-chart")
+                with Vertical(id="tools-panel", classes="panel"):
+                    yield DrillTable(id="tools-table")
+                    yield Static("", classes="panel-empty")
+            with Horizontal(id="tables", classes="dashboard-row"):
+                with Vertical(id="agents-panel", classes="panel"):
+                    yield DrillTable(id="agents-table")
+                    yield Static("", classes="panel-empty")
+                with Vertical(id="statuses-panel", classes="panel"):
+                    yield DrillTable(id="statuses-table")
+                    yield Static("", classes="panel-empty")
+                with Vertical(id="evals-panel", classes="panel"):
+                    yield DataTable(id="evals-table", cursor_type="none", zebra_stripes=True)
+                    yield Static("", classes="panel-empty")
+        yield Static(EMPTY_STORE, id="empty-state", classes="-empty-state", markup=False)
         yield Footer()
+
+    def on_mount(self) -> None:
+        titles = {
+            "#per-day-panel": "Traces per day",
+            "#step-types-panel": "Step types",
+            "#tokens-panel": "Tokens by agent",
+            "#cost-panel": "Cost by agent",
+            "#tools-panel": "Top failing tools",
+            "#agents-panel": "Agents",
+            "#statuses-panel": "Statuses",
+            "#evals-panel": "Evaluations",
+        }
+        for selector, title in titles.items():
+            self.query_one(selector).border_title = title
+        self.query_one(
+            "#per-day-panel"
+        ).border_subtitle = f"[{_rgb(GREEN)}]■[/] ok  [{_rgb(RED)}]■[/] failed"
+        for selector in ("#agents-panel", "#statuses-panel", "#tools-panel"):
+            self.query_one(selector).border_subtitle = "enter: traces"
+        self.agents_table.add_columns("AGENT", "TRACES", "FAILED", "TOKENS", "COST")
+        self.statuses_table.add_columns("STATUS", "TRACES", "SHARE")
+        self.tools_table.add_columns("TOOL", "ERRORS", "TRACES")
+        evals = self.query_one("#evals-table", DataTable)
+        evals.add_columns("EVALUATOR", "PASS", "N")
+        evals.can_focus = False
+        self.query_one("#empty-state").display = False
+        self.query_one("#dashboard-body").loading = True
+        self.agents_table.focus()
+        if self.refresh_seconds:
+            self._timer = self.set_interval(self.refresh_seconds, self._tick)
+        self.reload()
+
+    @property
+    def agents_table(self) -> DataTable[Any]:
+        return self.query_one("#agents-table", DataTable)
+
+    @property
+    def statuses_table(self) -> DataTable[Any]:
+        return self.query_one("#statuses-table", DataTable)
+
+    @property
+    def tools_table(self) -> DataTable[Any]:
+        return self.query_one("#tools-table", DataTable)
+
+    # --- loading ----------------------------------------------------------------------
+
+    def reload(self, *, exact: bool = True) -> None:
+        """Recompute the figures in a worker (a running load is superseded).
+
+        Args:
+            exact: read every day again; otherwise unchanged past days reuse the step figures
+                of the last load (automatic refreshes do, to stay cheap on a large store).
+        """
+        cache = None if exact or self.data is None else self.data.step_cache
+        self._worker = self._load(self.days, cache)
+
+    def _tick(self) -> None:
+        # A slow store must not pile up threads: skip the tick while a load is in flight.
+        if self._worker is not None and self._worker.state in (
+            WorkerState.PENDING,
+            WorkerState.RUNNING,
+        ):
+            return
+        self.reload(exact=False)
+
+    @work(
+        thread=True,
+        exclusive=True,
+        exit_on_error=False,
+        group="dashboard",
+        description="dashboard figures",
+    )
+    def _load(self, days: int, step_cache: StepCache | None) -> None:
+        store = self.app.store  # type: ignore[attr-defined]
+        clock = self.app.clock  # type: ignore[attr-defined]
+        with store.db.connection_context():
+            data = load_dashboard(store, clock, days=days, step_cache=step_cache)
+        if not get_current_worker().is_cancelled:
+            self.post_message(self.DataLoaded(data))
+
+    def on_screen_suspend(self) -> None:
+        if self._timer is not None:
+            self._timer.pause()
+
+    def on_screen_resume(self) -> None:
+        if self._timer is not None:
+            self._timer.resume()
+            if self.data is not None:  # back from another mode: catch up at once
+                self.reload(exact=False)
+
+    # --- showing ----------------------------------------------------------------------
+
+    @on(DataLoaded)
+    def show_data(self, message: DataLoaded) -> None:
+        data = message.data
+        self.data = data
+        body = self.query_one("#dashboard-body")
+        body.loading = False
+        body.display = not data.is_empty
+        self.query_one("#empty-state").display = data.is_empty
+        if data.is_empty:
+            self.set_focus(None)  # the tables are hidden: their keys would be dead
+            return
+        if self.focused is None:
+            self.agents_table.focus()
+        self._show_totals(data)
+        self._show_charts(data)
+        self._show_tables(data)
+
+    def _show_totals(self, data: DashboardData) -> None:
+        totals = data.totals
+        older = data.all_traces - totals.traces
+        self._card("traces").show(
+            fmt_int(totals.traces), f"of {compact(data.all_traces)}" if older else ""
+        )
+        per_trace = totals.steps / totals.traces if totals.traces else 0
+        self._card("steps").show(
+            fmt_int(totals.steps), f"{per_trace:.1f} avg" if totals.traces else ""
+        )
+        self._card("tokens").show(fmt_int(totals.tokens))
+        cost = totals.cost_usd
+        self._card("cost").show(f"${cost:,.4f}" if cost < 1 else f"${cost:,.2f}")
+        self._card("failure-rate").show(
+            _pct(totals.failure_rate), f"{fmt_int(totals.failed)} failed", alert=totals.failed > 0
+        )
+        evals = data.evals
+        self._card("eval-pass-rate").show(
+            _pct(evals.pass_rate),
+            f"{compact(evals.passed)} of {compact(evals.total)}" if evals.total else "no evals",
+            alert=evals.passed < evals.total,
+        )
+        guard = data.guard
+        self._card("guard-blocks").show(
+            _fit(f"{fmt_int(guard.blocks)} of {compact(guard.checks)}", " checks", 16),
+            f"{fmt_int(guard.policies_enabled)} policies on",
+            alert=guard.blocks > 0,
+        )
+        start = data.start.date()
+        last = data.end.date() - dt.timedelta(days=1)
+        line = Text.assemble(
+            (f"Last {data.days} days", "bold"),
+            f" · {start:%Y-%m-%d} → {last:%Y-%m-%d} UTC · updated {data.now:%H:%M:%S} · ",
+        )
+        if totals.traces == 0:
+            line.append(f"none of the {data.all_traces:,} traces is this recent", "yellow")
+            line.append(" · w: widen")
+        else:
+            line.append("w: change window")
+        self.query_one("#window-line", Static).update(line)
+
+    def _card(self, key: str) -> Card:
+        return self.query_one(f"#card-{key}", Card)
+
+    def _show_charts(self, data: DashboardData) -> None:
+        quiet = f"No traces in the last {data.days} days"
+        per_day = self.query_one("#per-day-chart", DailyChart)
+        per_day.empty_text = quiet
+        per_day.set_days([DayBar(f"{b.day:%m-%d}", b.traces, b.failed) for b in data.per_day])
+        steps = self.query_one("#step-types-chart", HBarChart)
+        steps.empty_text = quiet
+        steps.set_bars([Bar(s.step_type, s.steps) for s in data.step_types])
+        tokens = self.query_one("#tokens-chart", HBarChart)
+        tokens.empty_text = "No tokens recorded" if data.totals.traces else quiet
+        tokens.set_bars([Bar(a.agent, a.tokens) for a in data.agents])
+        cost = self.query_one("#cost-chart", HBarChart)
+        cost.empty_text = "No cost recorded" if data.totals.traces else quiet
+        cost.set_bars([Bar(a.agent, a.cost_usd) for a in data.agents])
+
+    def _show_tables(self, data: DashboardData) -> None:
+        since = f"since:{data.since}"
+        self._fill(
+            self.agents_table,
+            [
+                (
+                    f"{shlex.quote('agent:' + a.agent)} {since}",
+                    [
+                        _cell(a.agent),
+                        _num(fmt_int(a.traces)),
+                        _num(fmt_int(a.failed), "red" if a.failed else ""),
+                        _num(compact(a.tokens)),
+                        _num(money(a.cost_usd)),
+                    ],
+                )
+                for a in data.agents
+            ],
+        )
+        total = data.totals.traces or 1
+        self._fill(
+            self.statuses_table,
+            [
+                (
+                    f"{shlex.quote('status:' + s.status)} {since}",
+                    [
+                        _cell(s.status, 12, STATUS_STYLES.get(s.status, "")),
+                        _num(fmt_int(s.traces)),
+                        _num(_pct(s.traces / total)),
+                    ],
+                )
+                for s in data.statuses
+            ],
+        )
+        # No filter key matches a step's tool: free text finds traces whose error names it.
+        self._fill(
+            self.tools_table,
+            [
+                (
+                    f"{shlex.quote(t.name)} {since}" if t.name else f"status:failed {since}",
+                    [
+                        _cell(t.name or "(unnamed)", 20),
+                        _num(fmt_int(t.errors)),
+                        _num(fmt_int(t.traces)),
+                    ],
+                )
+                for t in data.failing_tools
+            ],
+        )
+        evals = self.query_one("#evals-table", DataTable)
+        evals.clear()
+        for e in data.evals.evaluators:
+            evals.add_row(
+                _cell(e.evaluator, 12),
+                _num(_pct(e.pass_rate), "red" if e.passed < e.total else "green"),
+                _num(compact(e.total)),
+            )
+        quiet = f"No traces in the last {data.days} days"
+        self._empty(self.agents_table, quiet)
+        self._empty(self.statuses_table, quiet)
+        self._empty(self.tools_table, "No failing tool calls" if data.totals.traces else quiet)
+        self._empty(evals, "No evaluations yet" if data.totals.traces else quiet)
+
+    @staticmethod
+    def _empty(table: DataTable[Any], text: str) -> None:
+        """Show ``text`` in place of a table with no rows."""
+        placeholder = table.parent.query_one(".panel-empty", Static) if table.parent else None
+        if placeholder is None:
+            return
+        placeholder.update(Text(text))
+        placeholder.display = table.row_count == 0
+        table.display = table.row_count > 0
+
+    @staticmethod
+    def _fill(table: DataTable[Any], rows: list[tuple[str, list[Text]]]) -> None:
+        """Replace the rows, keeping the cursor on the same key when it is still there."""
+        previous = table.cursor_row
+        keys = [str(key.value) for key in table.rows]
+        current = keys[previous] if 0 <= previous < len(keys) else None
+        table.clear()
+        seen: set[str] = set()
+        for key, cells in rows:
+            if key in seen:  # two names that escape alike: keep the first
+                continue
+            seen.add(key)
+            table.add_row(*cells, key=key)
+        if current is not None and current in seen:
+            table.move_cursor(row=table.get_row_index(current), animate=False)
+
+    # --- actions ----------------------------------------------------------------------
+
+    @on(DataTable.RowSelected, "DrillTable")
+    def drill_down(self, event: DataTable.RowSelected) -> None:
+        """Enter (or a click) on a row: the trace list, filtered to that row."""
+        if event.row_key.value is not None:
+            self.post_message(OpenTraces(str(event.row_key.value)))
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def action_cycle_window(self) -> None:
+        self.days = WINDOWS[(WINDOWS.index(self.days) + 1) % len(WINDOWS)]
+
+    def watch_days(self) -> None:
+        self.reload(exact=False)
