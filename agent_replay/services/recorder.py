@@ -84,6 +84,8 @@ class TraceRecorder:
         wrapper = self._validate_trace({"agent_name": "recorder", "steps": [data]})
         step = wrapper.steps[0]
         for key, value in links.items():
+            if self.lenient and isinstance(value, str) and value.strip().isdigit():
+                value = int(value)  # lenient mode coerces links like every other field
             setattr(step, key, value)
         return step
 

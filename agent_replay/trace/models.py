@@ -99,7 +99,7 @@ TRACE_ID_PATTERN = r"^trc_[A-Za-z0-9_-]{1,64}$"
 class _Model(BaseModel):
     """Shared config: unknown fields are refused (lenient mode strips them first)."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=False)
+    model_config = ConfigDict(extra="forbid", validate_default=False, allow_inf_nan=False)
 
 
 class DecisionOption(_Model):
