@@ -118,11 +118,19 @@ class AgentReplayApp(App[int]):
             )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """One place surfaces worker failures: a notification, never a crash."""
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            error = event.worker.error
-            message = getattr(error, "message", None) or str(error)
-            self.notify(message, title="Error", severity="error", timeout=8)
+        if event.state == WorkerState.ERROR:
+            self.report_worker_error(event.worker)
+
+    def report_worker_error(self, worker: Worker[Any]) -> None:
+        """The one place worker failures surface: a notification, never a crash.
+
+        Screens forward their own workers' failures here (see ``screens.base.BaseScreen``).
+        """
+        error = worker.error
+        if error is None:
+            return
+        message = getattr(error, "message", None) or str(error)
+        self.notify(message, title="Error", severity="error", timeout=8)
 
 
 def make_app(

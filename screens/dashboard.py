@@ -17,6 +17,27 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Header, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from agent_replay.display import fmt_int, safe, truncate
+from agent_replay.messages import OpenTraces
+from agent_replay.screens.base import BaseScreen
+from agent_replay.services.dashboard import (
+    DEFAULT_DAYS,
+    WINDOWS,
+    DashboardData,
+    StepCache,
+    load_dashboard,
+)
 from agent_replay.widgets.charts import (
     BLUE,
     GREEN,
@@ -29,27 +50,6 @@ from agent_replay.widgets.charts import (
     HBarChart,
     compact,
     money,
-)
-from rich.text import Text
-from textual import on, work
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.message import Message
-from textual.reactive import reactive
-from textual.screen import Screen
-from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, Static
-from textual.worker import Worker, WorkerState, get_current_worker
-
-from agent_replay.display import fmt_int, safe, truncate
-from agent_replay.messages import OpenTraces
-from agent_replay.services.dashboard import (
-    DEFAULT_DAYS,
-    WINDOWS,
-    DashboardData,
-    StepCache,
-    load_dashboard,
 )
 
 EMPTY_STORE = (
@@ -117,7 +117,7 @@ class Card(Static):
         self.set_class(alert, "-alert")
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(BaseScreen):
     """Totals and charts over the last days of the store."""
 
     CSS_PATH = "dashboard.tcss"

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent_replay.widgets.replay_state import ReplayState
-from agent_replay.widgets.step_timeline import STEP_ICONS
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -21,15 +19,17 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.errors import AgentReplayError
+from agent_replay.screens.base import BaseScreen
 from agent_replay.services.replay import INSTANT, Replay, faster, slower, speed_label
 from agent_replay.store.queries import resolve_trace_id, trace_json
+from agent_replay.widgets.replay_state import ReplayState
+from agent_replay.widgets.step_timeline import STEP_ICONS
 
 COLUMNS = (
     ("#", "number", 3),
@@ -49,7 +49,7 @@ class PlayheadTable(DataTable[Text], can_focus=False):
     every key (a focused table would take the arrows, Home and End)."""
 
 
-class ReplayScreen(Screen[None]):
+class ReplayScreen(BaseScreen):
     """Play a trace back: the steps revealed so far, and the state at the playhead."""
 
     CSS_PATH = "replay.tcss"

@@ -16,12 +16,12 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe, truncate
 from agent_replay.errors import AgentReplayError
+from agent_replay.screens.base import BaseScreen
 from agent_replay.store.queries import Page, TraceSummary, count_traces, list_traces
 
 PAGE_SIZE = 200
@@ -59,7 +59,7 @@ def trace_row(item: TraceSummary) -> list[Any]:
     ]
 
 
-class TraceListScreen(Screen[None]):
+class TraceListScreen(BaseScreen):
     """Every trace in the store, newest first; Enter opens one."""
 
     CSS_PATH = "trace_list.tcss"

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent_replay.widgets.why_tree import WhyTree, decisions_text, why_text
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -19,17 +18,18 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
-from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, Tree
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.errors import AgentReplayError
+from agent_replay.screens.base import BaseScreen
 from agent_replay.services.analysis import decision_points, why_chain
 from agent_replay.store.queries import resolve_trace_id, trace_json
+from agent_replay.widgets.why_tree import WhyTree, decisions_text, why_text
 
 
-class TreeWhyScreen(Screen[None]):
+class TreeWhyScreen(BaseScreen):
     """The steps of a trace as a tree; the why-chain of the step under the cursor; decisions."""
 
     CSS_PATH = "tree_why.tcss"

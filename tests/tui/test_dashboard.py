@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_replay.screens.dashboard import DashboardScreen
-from agent_replay.screens.trace_list import TraceListScreen
 from textual.widgets import DataTable, Static
 from tuikit import CLOCK, SIZE, settle
 
 from agent_replay.messages import OpenTraces
+from agent_replay.screens.dashboard import DashboardScreen
+from agent_replay.screens.trace_list import TraceListScreen
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agent_replay.screens.replay import ReplayScreen
 from textual.widgets import DataTable, Static
 from tuikit import SIZE, settle
+
+from agent_replay.screens.replay import ReplayScreen
 
 TOOLCHAIN = "trc_demo2toolchain"
 

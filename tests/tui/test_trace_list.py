@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_replay.screens.trace_list import PAGE_SIZE, TraceListScreen
 from textual.widgets import DataTable, Static
 from tuikit import SIZE, settle
 
+from agent_replay.screens.trace_list import PAGE_SIZE, TraceListScreen
 from agent_replay.services.ingest import ingest_many
 
 
@@ -134,3 +134,21 @@ def test_snapshot_empty_store(empty_store, tui, snap_compare) -> None:
         await settle(pilot)
 
     assert snap_compare(tui(empty_store), terminal_size=SIZE, run_before=run_before)
+
+
+async def test_a_failing_query_is_reported_not_crashed(seeded_store, tui) -> None:
+    """A worker failure on a screen surfaces as an error notification; the app keeps running."""
+    seeded_store.db.connect(reuse_if_open=True)
+    seeded_store.db.execute_sql("ALTER TABLE traces RENAME TO traces_gone")
+    seeded_store.close()
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.pause()
+        for _ in range(3):
+            try:
+                await app.workers.wait_for_complete()
+            except Exception:  # wait_for_complete re-raises the worker's error
+                pass
+            await pilot.pause()
+        assert any(n.severity == "error" and "traces" in n.message for n in app._notifications)
+        assert app.is_running

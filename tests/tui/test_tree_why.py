@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_replay.screens.tree_why import TreeWhyScreen
-from agent_replay.widgets.why_tree import WhyTree
 from textual.widgets import Static
 from tuikit import SIZE, settle
 
+from agent_replay.screens.tree_why import TreeWhyScreen
 from agent_replay.services.analysis import why_chain
 from agent_replay.services.ingest import ingest_many
 from agent_replay.store.queries import step_dicts
+from agent_replay.widgets.why_tree import WhyTree
 
 TOOLCHAIN = "trc_demo2toolchain"
 

@@ -1,0 +1,380 @@
+"""The step timeline screen: steps in order, the detail pane, folding, jumping, a 10,000-step
+trace, escaping of producer text, an unknown id, and snapshots."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from typing import Any
+
+import pytest
+from textual.message import Message
+from textual.widgets import Input
+from textual.worker import WorkerFailed
+from tuikit import SIZE, settle
+
+from agent_replay.screens.timeline import JumpToStepModal, TimelineScreen
+from agent_replay.screens.trace_list import TraceListScreen
+from agent_replay.services.ingest import ingest_trace
+from agent_replay.store.db import Store
+from agent_replay.widgets.step_detail import FOLD_LINES, StepDetail
+from agent_replay.widgets.step_timeline import STRIP_CACHE_SIZE, StepTimeline
+
+TOOLCHAIN = "trc_demo2toolchain"
+TOOLCHAIN_NAMES = [
+    "plan",
+    "select_tool",
+    "search_flights",
+    "recover",
+    "retry_strategy",
+    "select_tool",
+    "search_flights",
+    "max_tool_attempts",
+]
+
+
+def _timeline(app: Any) -> StepTimeline:
+    return app.screen.query_one("#step-timeline", StepTimeline)
+
+
+def _detail(app: Any) -> StepDetail:
+    return app.screen.query_one("#step-detail", StepDetail)
+
+
+def _visible_lines(timeline: StepTimeline) -> list[str]:
+    """The timeline's lines as they are on screen (header first)."""
+    return [timeline.render_line(y).text for y in range(timeline.scrollable_content_region.height)]
+
+
+async def _settle_after_failure(pilot: Any) -> None:
+    """``settle``, for a screen whose loader is expected to fail (waiting re-raises it)."""
+    for _ in range(2):
+        with contextlib.suppress(WorkerFailed):
+            await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def _ingest_steps(store: Store, trace_id: str, steps: list[dict[str, Any]], **fields: Any) -> None:
+    trace = {"id": trace_id, "agent_name": "test-agent", "status": "completed", "steps": steps}
+    trace.update(fields)
+    ingest_trace(store, trace)
+
+
+async def test_steps_appear_in_order(seeded_store, tui) -> None:
+    """The demo trace's eight steps are listed in step order, with their names."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert [row.number for row in timeline.rows] == list(range(1, 9))
+        assert [row.name for row in timeline.rows] == TOOLCHAIN_NAMES
+        lines = _visible_lines(timeline)
+        assert "NAME" in lines[0]
+        shown = [next(n for n in TOOLCHAIN_NAMES if n in line) for line in lines[1:9]]
+        assert shown == TOOLCHAIN_NAMES
+        assert timeline.selected_step == 1
+
+
+async def test_header_shows_agent_status_totals_and_error(seeded_store, tui) -> None:
+    """The header line carries the agent, status, totals and the trace's error."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        header = str(app.screen.query_one("#timeline-header").render())
+        for part in ("travel-booking-agent", "failed", "8 steps", "1,348 tokens", "$0.0121"):
+            assert part in header
+        assert "ToolError: search_flights rejected argument 'date' twice" in header
+
+
+async def test_a_unique_prefix_opens_the_trace(seeded_store, tui) -> None:
+    """A unique prefix resolves in the worker; the screen then knows the full id."""
+    app = tui(seeded_store, initial_trace="trc_demo2")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, TimelineScreen)
+        assert app.screen.trace_id == TOOLCHAIN
+        assert len(_timeline(app).rows) == 8
+
+
+async def test_a_trace_without_steps_says_so(empty_store, tui) -> None:
+    """A trace with no steps opens with an empty timeline and says it has none."""
+    _ingest_steps(empty_store, "trc_nosteps", [])
+    app = tui(empty_store, initial_trace="trc_nosteps")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, TimelineScreen)
+        assert _timeline(app).selected_step is None
+        await pilot.press("down", "end", "f")
+        await pilot.pause()
+        empty = app.screen.query_one("#detail-empty")
+        assert empty.display and "This trace has no steps." in str(empty.render())
+
+
+async def test_down_selects_the_next_step_and_shows_it(seeded_store, tui) -> None:
+    """Down moves the cursor, posts StepSelected, and the detail shows that step."""
+    seen: list[Message] = []
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await settle(pilot)
+        await pilot.press("down")
+        await pilot.pause()
+        selected = [m.step_number for m in seen if isinstance(m, StepTimeline.StepSelected)]
+        assert list(dict.fromkeys(selected)) == [1, 2]  # each seen again as it bubbles
+        detail = _detail(app)
+        assert detail.step is not None and detail.step["step_number"] == 2
+        assert "Book me the cheapest nonstop flight" in (detail.section_text("input") or "")
+        assert '"date": "next Friday"' in (detail.section_text("output") or "")
+        assert detail.section_text("error") is None
+
+
+async def test_error_step_shows_its_error(seeded_store, tui) -> None:
+    """A failed tool call shows its error above its input."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "down")
+        await pilot.pause()
+        error = _detail(app).section_text("error") or ""
+        assert "ValidationError: date must be an ISO date" in error
+        assert "✗" in _visible_lines(_timeline(app))[3]
+
+
+async def test_decision_step_shows_options_choice_and_rationale(seeded_store, tui) -> None:
+    """The decision step lists its options with scores, marks the chosen one, and says why."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _timeline(app).select_step(5)
+        await pilot.pause()
+        decision = _detail(app).section_text("decision") or ""
+        assert "✔ retry_with_converted_date  0.74 chosen" in decision
+        assert "  call_get_calendar  0.55" in decision
+        assert "let the calendar tool resolve 'next Friday'" in decision
+        assert "rationale Converting the date myself is the fastest fix." in decision
+        assert "confidence 0.74 · decided by agent" in decision
+
+
+async def test_snapshot_is_shown_for_a_step_that_has_one(seeded_store, tui) -> None:
+    """Step 1 carries a snapshot: context window, environment and tool state are shown."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        detail = _detail(app)
+        context = detail.section_text("context") or ""
+        assert "system\nYou book flights for Acme employees." in context
+        assert "user\nBook me the cheapest nonstop flight" in context
+        assert '"deployment": "travel-prod"' in (detail.section_text("environment") or "")
+        assert '"max_tool_attempts": 2' in (detail.section_text("tool-state") or "")
+        await pilot.press("down")
+        await pilot.pause()
+        assert detail.section_text("context") is None
+        assert detail.section_text("tool-state") is None
+
+
+async def test_f_unfolds_and_folds_long_payloads(empty_store, tui) -> None:
+    """A 200-item payload shows its first lines and a note; `f` shows it all, `f` again folds."""
+    _ingest_steps(
+        empty_store,
+        "trc_long",
+        [{"step_number": 1, "step_type": "retrieval", "name": "big", "output": list(range(200))}],
+    )
+    app = tui(empty_store, initial_trace="trc_long")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        detail = _detail(app)
+        folded = detail.section_text("output") or ""
+        assert folded.splitlines()[-1] == "… 162 more lines (press f to expand)"
+        assert len(folded.splitlines()) == FOLD_LINES + 1
+        assert detail.has_folded
+        await pilot.press("f")
+        await pilot.pause()
+        assert app.screen.folded is False
+        full = detail.section_text("output") or ""
+        assert len(full.splitlines()) == 202 and "more lines" not in full
+        assert full.splitlines()[-2].strip() == "199"
+        await pilot.press("f")
+        await pilot.pause()
+        assert detail.section_text("output") == folded
+
+
+async def test_g_jumps_to_a_step_number(seeded_store, tui) -> None:
+    """`g` asks for a step number and moves the cursor there."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("g")
+        await pilot.pause()
+        assert isinstance(app.screen, JumpToStepModal)
+        await pilot.press("7", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, TimelineScreen)
+        assert _timeline(app).selected_step == 7
+        assert _detail(app).step["step_number"] == 7  # type: ignore[index]
+
+
+async def test_g_to_a_missing_step_warns_and_stays(seeded_store, tui) -> None:
+    """Jumping to a step the trace doesn't have says so and leaves the cursor alone."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("down", "g", "9", "9", "enter")
+        await pilot.pause()
+        assert _timeline(app).selected_step == 2
+        assert any("no step 99" in n.message for n in app._notifications)
+
+
+async def test_escape_in_the_jump_prompt_cancels(seeded_store, tui) -> None:
+    """Escape closes the jump prompt without moving (and without leaving the timeline)."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("g", "5", "escape")
+        await pilot.pause()
+        assert isinstance(app.screen, TimelineScreen)
+        assert _timeline(app).selected_step == 1
+        assert not app.screen.query(Input)
+
+
+async def test_click_selects_a_step(seeded_store, tui) -> None:
+    """Clicking a line selects that step (line 0 is the column header)."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.click("#step-timeline", offset=(12, 4))
+        await pilot.pause()
+        assert _timeline(app).selected_step == 4
+        assert _detail(app).step["name"] == "recover"  # type: ignore[index]
+
+
+async def test_escape_goes_back_to_the_trace_list(seeded_store, tui) -> None:
+    """Escape pops the timeline."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, TraceListScreen)
+
+
+async def test_unknown_trace_id_notifies_and_goes_back(seeded_store, tui) -> None:
+    """An id that resolves to nothing is reported, and the screen gives way."""
+    app = tui(seeded_store, initial_trace="trc_nope")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await _settle_after_failure(pilot)
+        assert isinstance(app.screen, TraceListScreen)
+        assert any("no trace matches 'trc_nope'" in n.message for n in app._notifications)
+
+
+async def test_ambiguous_prefix_notifies_and_goes_back(seeded_store, tui) -> None:
+    """A prefix matching several traces is reported, and the screen gives way."""
+    app = tui(seeded_store, initial_trace="trc_demo")
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await _settle_after_failure(pilot)
+        assert isinstance(app.screen, TraceListScreen)
+        assert any("is ambiguous" in n.message for n in app._notifications)
+
+
+@pytest.mark.parametrize(
+    ("key", "module", "screen_name"),
+    [
+        ("t", "agent_replay.screens.tree_why", "TreeWhyScreen"),
+        ("p", "agent_replay.screens.replay", "ReplayScreen"),
+    ],
+)
+async def test_t_and_p_open_their_views_or_say_not_yet(
+    seeded_store, tui, key: str, module: str, screen_name: str
+) -> None:
+    """`t` opens the tree/why view and `p` the replay, or say they are not available yet."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press(key)
+        await pilot.pause()
+        if importlib.util.find_spec(module) is None:
+            assert isinstance(app.screen, TimelineScreen)
+            assert any("not available yet" in n.message for n in app._notifications)
+        else:
+            assert type(app.screen).__name__ == screen_name
+
+
+async def test_ten_thousand_steps_open_and_render_only_what_is_visible(empty_store, tui) -> None:
+    """A 10,000-step trace opens, `end` reaches step 10000, and only visible lines render."""
+    steps = [
+        {
+            "step_number": n,
+            "step_type": ("thought", "tool_call", "llm_call")[n % 3],
+            "name": f"step-{n}",
+            "input": {"n": n},
+            "duration_ms": float(n % 100),
+            "tokens_used": n % 50,
+        }
+        for n in range(1, 10_001)
+    ]
+    _ingest_steps(empty_store, "trc_huge", steps)
+    app = tui(empty_store, initial_trace="trc_huge")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert len(timeline.rows) == 10_000
+        await pilot.press("end")
+        await pilot.pause()
+        assert timeline.selected_step == 10_000
+        assert _detail(app).step["step_number"] == 10_000  # type: ignore[index]
+        assert "step-10000" in _visible_lines(timeline)[-1]
+        page = timeline.scrollable_content_region.height
+        rendered = {index for index, _width, _cursor in timeline.strip_cache.keys()}
+        assert len(timeline.strip_cache) <= STRIP_CACHE_SIZE
+        assert all(i < page or i >= 10_000 - page for i in rendered)
+        await pilot.press("home", "pagedown")
+        await pilot.pause()
+        assert timeline.selected_step == page  # one page of rows below the header
+        assert len(timeline.strip_cache) <= STRIP_CACHE_SIZE
+
+
+async def test_producer_text_is_shown_literally(empty_store, tui) -> None:
+    """Markup and escape sequences in producer text are shown as typed, never interpreted."""
+    name = "[b]x[/]\x1b[31m"
+    _ingest_steps(
+        empty_store,
+        "trc_evil",
+        [{"step_number": 1, "step_type": "tool_call", "name": name, "output": "[i]out\x1b[0m"}],
+        agent_name="[red]agent[/]",
+    )
+    app = tui(empty_store, initial_trace="trc_evil")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        line = _visible_lines(_timeline(app))[1]
+        assert "[b]x[/]\\x1b[31m" in line
+        assert "\x1b" not in line
+        detail = _detail(app)
+        title = str(detail.query_one("#detail-title").render())
+        assert "[b]x[/]\\x1b[31m" in title
+        assert detail.section_text("output") == "[i]out\\x1b[0m"
+        header = str(app.screen.query_one("#timeline-header").render())
+        assert "[red]agent[/]" in header
+
+
+def _snapshot(snap_compare: Any, app: Any, *keys: str) -> bool:
+    async def run_before(pilot: Any) -> None:
+        await settle(pilot)
+        if keys:
+            await pilot.press(*keys)
+        await settle(pilot)
+
+    return bool(snap_compare(app, terminal_size=SIZE, run_before=run_before))
+
+
+def test_snapshot_timeline_first_step(seeded_store, tui, snap_compare) -> None:
+    """The failing tool chain with its first step (a thought with a snapshot) selected."""
+    assert _snapshot(snap_compare, tui(seeded_store, initial_trace=TOOLCHAIN))
+
+
+def test_snapshot_timeline_error_step(seeded_store, tui, snap_compare) -> None:
+    """The failing tool chain with its failed tool call selected."""
+    assert _snapshot(snap_compare, tui(seeded_store, initial_trace=TOOLCHAIN), "down", "down")
+
+
+def test_snapshot_timeline_decision_step(seeded_store, tui, snap_compare) -> None:
+    """The failing tool chain with its retry decision selected."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    assert _snapshot(snap_compare, app, "down", "down", "down", "down")

@@ -1,0 +1,299 @@
+"""``StepDetail``: everything recorded about one step, in a scrollable pane.
+
+Shows the step's facts, its error, input and output (JSON pretty-printed and highlighted by
+Textual's lexer-based ``highlight``, strings as plain text), its decision (options with score and
+rationale, the chosen one marked, confidence, who decided) and its snapshot (context window,
+environment, tool state), then its metadata. Every piece of producer text is escaped with
+``display.safe`` first and shown as plain ``Content``, never parsed as markup. Long payloads are
+folded to their first ``FOLD_LINES`` lines until the owner sets ``folded = False``.
+
+A TUI module: imports Textual, never the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.highlight import highlight
+from textual.reactive import var
+from textual.widgets import Static
+
+from agent_replay.display import fmt_int, fmt_ms, fmt_time, safe
+from agent_replay.trace.io import dumps_bytes
+
+FOLD_LINES = 40
+"""Lines of a payload shown while folded."""
+FOLD_CHARS = 8_000
+"""Characters of a payload shown while folded (a single huge line folds too)."""
+
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("error", "Error"),
+    ("input", "Input"),
+    ("output", "Output"),
+    ("decision", "Decision"),
+    ("context", "Snapshot · context window"),
+    ("environment", "Snapshot · environment"),
+    ("tool-state", "Snapshot · tool state"),
+    ("metadata", "Metadata"),
+)
+"""The detail's sections in order: (id suffix, border title). Empty ones are hidden."""
+
+_MUTED = "$text-muted"
+_ROLE_STYLES = {
+    "system": "bold $text-warning",
+    "user": "bold $text-primary",
+    "assistant": "bold $text-success",
+    "tool": "bold $text-accent",
+}
+
+
+def fold(text: str, folded: bool) -> tuple[str, str | None]:
+    """Cut ``text`` to its first ``FOLD_LINES`` lines (and ``FOLD_CHARS`` characters).
+
+    Returns:
+        The visible text and, if anything was cut, what the fold hides ("12 more lines").
+    """
+    if not folded:
+        return text, None
+    lines = text.split("\n")
+    if len(lines) > FOLD_LINES:
+        hidden = len(lines) - FOLD_LINES
+        return "\n".join(lines[:FOLD_LINES]), f"{hidden:,} more line{'s' * (hidden != 1)}"
+    if len(text) > FOLD_CHARS:
+        return text[:FOLD_CHARS], f"{len(text) - FOLD_CHARS:,} more characters"
+    return text, None
+
+
+def json_text(value: Any) -> str:
+    """A JSON value pretty-printed two spaces deep, escaped for the terminal."""
+    return safe(dumps_bytes(value, indent=True).decode(), multiline=True)
+
+
+def _fold_note(hidden: str) -> Content:
+    return Content.styled(f"… {hidden} (press f to expand)", f"italic {_MUTED}")
+
+
+def payload_content(value: Any, folded: bool) -> tuple[Content, bool]:
+    """A payload for display: strings as plain text, anything else as highlighted JSON.
+
+    Returns:
+        The content and whether part of it was folded away.
+    """
+    if isinstance(value, str):
+        visible, hidden = fold(safe(value, multiline=True), folded)
+        body = Content(visible)
+    else:
+        visible, hidden = fold(json_text(value), folded)
+        body = highlight(visible, language="json")
+    if hidden is None:
+        return body, False
+    return Content("\n").join([body, _fold_note(hidden)]), True
+
+
+def context_content(value: Any, folded: bool) -> tuple[Content, bool]:
+    """A context window: a list of ``{role, content}`` messages as a transcript, else JSON."""
+    messages = value if isinstance(value, list) else None
+    if not messages or not all(isinstance(m, Mapping) and "role" in m for m in messages):
+        return payload_content(value, folded)
+    parts: list[Content] = []
+    any_folded = False
+    for message in messages:
+        role = safe(message.get("role"))
+        text = message.get("content")
+        body, was_folded = payload_content(text if text is not None else "", folded)
+        any_folded |= was_folded
+        parts.append(Content.styled(role, _ROLE_STYLES.get(role, "bold")))
+        parts.append(body)
+    return Content("\n").join(parts), any_folded
+
+
+def decision_content(decision: Mapping[str, Any]) -> Content:
+    """The options (chosen one marked, with score and rationale), rationale, confidence, who."""
+    chosen = decision.get("chosen")
+    lines: list[Content] = []
+    options = decision.get("options") or []
+    for option in options:
+        name = option.get("option")
+        is_chosen = name == chosen
+        score = option.get("score")
+        lines.append(
+            Content.assemble(
+                ("✔ " if is_chosen else "  ", "bold $text-success"),
+                (safe(name), "bold $text-success" if is_chosen else "bold"),
+                (f"  {score:.2f}" if isinstance(score, int | float) else "", "$text-warning"),
+                (" chosen" if is_chosen else "", f"italic {_MUTED}"),
+            )
+        )
+        if option.get("rationale"):
+            lines.append(Content.assemble("    ", (safe(option["rationale"]), _MUTED)))
+    if chosen is not None and all(o.get("option") != chosen for o in options):
+        lines.append(Content.assemble(("chosen ", _MUTED), (safe(chosen), "bold $text-success")))
+    if decision.get("rationale"):
+        lines.append(Content(""))
+        lines.append(
+            Content.assemble(("rationale ", _MUTED), safe(decision["rationale"], multiline=True))
+        )
+    facts: list[tuple[str, str]] = []
+    confidence = decision.get("confidence")
+    if isinstance(confidence, int | float):
+        facts.append(("confidence ", f"{confidence:.2f}"))
+    if decision.get("decided_by"):
+        facts.append(("decided by ", safe(decision["decided_by"])))
+    if facts:
+        lines.append(
+            Content(" · ").join(Content.assemble((label, _MUTED), value) for label, value in facts)
+        )
+    return Content("\n").join(lines)
+
+
+def title_content(step: Mapping[str, Any]) -> Content:
+    """The step's number, type and name, then its facts (duration, tokens, model, links)."""
+    step_type = str(step.get("step_type"))
+    first = Content.assemble(
+        (f"Step {step['step_number']}  ", "bold"),
+        (
+            f"{STEP_ICONS.get(step_type, '·')} {step_type}  ",
+            f"bold {STEP_COLORS.get(step_type, '')}",
+        ),
+        (safe(step.get("name") or "—"), "bold"),
+    )
+    facts: list[Content] = []
+
+    def fact(label: str, value: str) -> None:
+        # no-break spaces inside a fact: the line wraps between facts, not within one
+        label, value = label.replace(" ", "\u00a0"), value.replace(" ", "\u00a0")
+        facts.append(Content.assemble((label, _MUTED), value))
+
+    if step.get("duration_ms") is not None:
+        fact("duration ", fmt_ms(step["duration_ms"]))
+    if step.get("tokens_used") is not None:
+        fact("tokens ", fmt_int(step["tokens_used"]))
+    if step.get("model"):
+        fact("model ", safe(step["model"]))
+    if step.get("started_at"):
+        fact("started ", fmt_time(step["started_at"]))
+    if step.get("parent_step") is not None:
+        fact("parent ", f"#{step['parent_step']}")
+    if step.get("caused_by_step") is not None:
+        fact("caused by ", f"#{step['caused_by_step']}")
+    if not facts:
+        return first
+    return Content("\n").join([first, Content(" · ").join(facts)])
+
+
+class StepDetail(VerticalScroll):
+    """The selected step in full. The owner sets ``step`` and ``folded``."""
+
+    DEFAULT_CSS = """
+    StepDetail {
+        background: $surface;
+        padding: 0 1;
+        &:focus { background-tint: $foreground 5%; }
+        & > #detail-title { padding: 0 1; margin-bottom: 1; }
+        & > .step-detail--section {
+            border: round $foreground 20%;
+            border-title-color: $text-muted;
+            border-title-style: bold;
+            padding: 0 1;
+            height: auto;
+        }
+        & > #detail-error { border: round $error 60%; border-title-color: $text-error; }
+        & > #detail-empty { color: $text-muted; padding: 1 1; }
+    }
+    """
+
+    step: var[dict[str, Any] | None] = var(None)
+    """The step object shown (the trace format's JSON, as the store returns it)."""
+    folded: var[bool] = var(True)
+    """Whether long payloads are cut to their first ``FOLD_LINES`` lines."""
+    has_folded: var[bool] = var(False)
+    """Whether the current view hides part of a payload (set by the widget)."""
+    empty_message: var[str] = var("No step selected.")
+    """What the pane says when there is no step to show."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-title")
+        for key, title in SECTIONS:
+            section = Static(id=f"detail-{key}", classes="step-detail--section")
+            section.border_title = title
+            section.display = False
+            yield section
+        yield Static(Content(self.empty_message), id="detail-empty")
+
+    def watch_step(self) -> None:
+        self._show()
+        self.scroll_home(animate=False)
+
+    def watch_folded(self) -> None:
+        self._show()
+
+    def watch_empty_message(self, message: str) -> None:
+        if self.is_mounted:
+            self.query_one("#detail-empty", Static).update(Content(message))
+
+    def section_text(self, key: str) -> str | None:
+        """The plain text of a section (``None`` when hidden): what a test or a copy reads."""
+        section = self.query_one(f"#detail-{key}", Static)
+        if not section.display:
+            return None
+        content = section.content
+        return content.plain if isinstance(content, Content) else str(content)
+
+    def _show(self) -> None:
+        if not self.is_mounted:
+            return
+        step = self.step
+        self.query_one("#detail-empty").display = step is None
+        title = self.query_one("#detail-title", Static)
+        title.display = step is not None
+        if step is None:
+            for key, _ in SECTIONS:
+                self.query_one(f"#detail-{key}").display = False
+            self.has_folded = False
+            return
+        title.update(title_content(step))
+        folded = self.folded
+        contents: dict[str, tuple[Content, bool] | None] = {
+            "error": payload_content(step["error"], folded) if step.get("error") else None,
+            "input": payload_content(step["input"], folded)
+            if step.get("input") is not None
+            else None,
+            "output": payload_content(step["output"], folded)
+            if step.get("output") is not None
+            else None,
+            "decision": (decision_content(step["decision"]), False)
+            if step.get("decision")
+            else None,
+            "metadata": payload_content(step["metadata"], folded) if step.get("metadata") else None,
+        }
+        snapshot = step.get("snapshot") or {}
+        contents["context"] = (
+            context_content(snapshot["context_window"], folded)
+            if snapshot.get("context_window") is not None
+            else None
+        )
+        contents["environment"] = (
+            payload_content(snapshot["environment"], folded)
+            if snapshot.get("environment") is not None
+            else None
+        )
+        contents["tool-state"] = (
+            payload_content(snapshot["tool_state"], folded)
+            if snapshot.get("tool_state") is not None
+            else None
+        )
+        any_folded = False
+        for key, _ in SECTIONS:
+            section = self.query_one(f"#detail-{key}", Static)
+            shown = contents.get(key)
+            section.display = shown is not None
+            if shown is not None:
+                content, was_folded = shown
+                any_folded |= was_folded
+                section.update(content)
+        self.has_folded = any_folded

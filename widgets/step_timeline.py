@@ -1,0 +1,408 @@
+"""``StepTimeline``: the steps of a trace as a virtual, cursor-driven list (Line API).
+
+A trace may have tens of thousands of steps, so this is a ``ScrollView`` that renders only the
+visible lines (toolong's ``LogLines`` idea): each line is built on demand from a small
+``StepRow`` and kept in a bounded LRU cache of ``Strip``s. The first line is a fixed column
+header. Producer text (step names) arrives already escaped (``StepRow.from_step``) and is
+appended as plain text, never parsed as markup.
+
+A TUI module: imports Textual and Rich, never the store.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.cache import LRUCache
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from agent_replay.display import fmt_int, fmt_ms, safe
+
+STEP_ICONS: dict[str, str] = {
+    "thought": "∴",
+    "tool_call": "⚙",
+    "llm_call": "✦",
+    "retrieval": "▤",
+    "output": "▶",
+    "decision": "◆",
+    "error": "✗",
+    "guard_check": "◈",
+}
+"""One single-cell glyph per step type."""
+
+STEP_COLORS: dict[str, str] = {
+    "thought": "#b39ddb",
+    "tool_call": "#e5c07b",
+    "llm_call": "$text-primary",
+    "retrieval": "#56c2b6",
+    "output": "$text-success",
+    "decision": "$text-accent",
+    "error": "$text-error",
+    "guard_check": "#e08fc8",
+}
+"""One colour per step type (a Textual colour, usable in TCSS and in ``Content`` styles)."""
+
+STRIP_CACHE_SIZE = 256
+"""Rendered lines kept: a few screens' worth, whatever the trace's length."""
+
+_TYPE_WIDTH = 11  # len("guard_check"), the longest step type
+_BAR_WIDTH = 10
+_DURATION_WIDTH = 7
+_TOKENS_WIDTH = 7
+_MIN_NAME_WIDTH = 16
+_PARTIAL_BLOCKS = " ▏▎▍▌▋▊▉"
+
+
+@dataclass(frozen=True, slots=True)
+class StepRow:
+    """What one timeline line shows of a step (small: a 10,000-step trace keeps 10,000)."""
+
+    number: int
+    step_type: str
+    name: str
+    """The step's name, already escaped for the terminal."""
+    duration_ms: float | None = None
+    tokens: int | None = None
+    has_error: bool = False
+    has_decision: bool = False
+    has_snapshot: bool = False
+
+    @classmethod
+    def from_step(cls, step: Mapping[str, Any]) -> StepRow:
+        """The row of a step object of the trace format (as the store returns it)."""
+        return cls(
+            number=int(step["step_number"]),
+            step_type=str(step["step_type"]),
+            name=safe(step.get("name") or ""),
+            duration_ms=step.get("duration_ms"),
+            tokens=step.get("tokens_used"),
+            has_error=bool(step.get("error")),
+            has_decision=bool(step.get("decision")),
+            has_snapshot=bool(step.get("snapshot")),
+        )
+
+
+def duration_bar(duration_ms: float | None, longest_ms: float, width: int) -> str:
+    """A bar of ``width`` cells filled in proportion to ``duration_ms / longest_ms``.
+
+    Eighth blocks give sub-cell precision; any non-zero duration shows at least a sliver.
+    """
+    if not duration_ms or duration_ms <= 0 or longest_ms <= 0:
+        return " " * width
+    eighths = max(1, round(min(duration_ms / longest_ms, 1.0) * width * 8))
+    full, rest = divmod(eighths, 8)
+    bar = "█" * full + (_PARTIAL_BLOCKS[rest] if rest else "")
+    return bar.ljust(width)
+
+
+class StepTimeline(ScrollView, can_focus=True):
+    """The steps of one trace, one per line, with a cursor.
+
+    Moving the cursor (keys or a click) posts ``StepTimeline.StepSelected``.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor_up", "Up", id="step-up", tooltip="Previous step", show=False),
+        Binding("down", "cursor_down", "Down", id="step-down", tooltip="Next step", show=False),
+        Binding("pageup", "page_up", "Page up", id="step-page-up", tooltip="A page up", show=False),
+        Binding(
+            "pagedown",
+            "page_down",
+            "Page down",
+            id="step-page-down",
+            tooltip="A page down",
+            show=False,
+        ),
+        Binding("home", "first", "First", id="step-first", tooltip="First step", show=False),
+        Binding("end", "last", "Last", id="step-last", tooltip="Last step", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "step-timeline--header",
+        "step-timeline--number",
+        "step-timeline--cursor",
+        "step-timeline--muted",
+        "step-timeline--bar-track",
+        *(f"step-timeline--{step_type}" for step_type in STEP_ICONS),
+    }
+
+    DEFAULT_CSS = (
+        """
+    StepTimeline {
+        overflow-x: hidden;
+        overflow-y: auto;
+        background: $surface;
+        &:focus {
+            background-tint: $foreground 5%;
+        }
+        & > .step-timeline--header { color: $text-muted; text-style: bold; }
+        & > .step-timeline--number { color: $text-muted; }
+        & > .step-timeline--muted { color: $text-muted; }
+        & > .step-timeline--bar-track { background: $foreground 6%; }
+        & > .step-timeline--cursor { background: $block-cursor-blurred-background; }
+        &:focus > .step-timeline--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+"""
+        + "".join(
+            f"        & > .step-timeline--{step_type} {{ color: {color}; }}\n"
+            for step_type, color in STEP_COLORS.items()
+        )
+        + "    }\n"
+    )
+
+    cursor: reactive[int] = reactive(0, init=False)
+    """Index (not step number) of the selected row."""
+
+    @dataclass
+    class StepSelected(Message):
+        """The cursor moved to a step."""
+
+        step_number: int
+        """The selected step's ``step_number``."""
+        timeline: StepTimeline | None = field(default=None, repr=False, compare=False)
+        """The timeline that posted this (for ``@on(..., selector)``)."""
+
+        @property
+        def control(self) -> StepTimeline | None:
+            return self.timeline
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._rows: list[StepRow] = []
+        self._numbers: list[int] = []
+        self._longest_ms = 0.0
+        self._number_width = 1
+        self.strip_cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(STRIP_CACHE_SIZE)
+        """Rendered lines by (row index, width, cursor state); bounded, whatever the length."""
+        self._header: tuple[int, Strip] | None = None
+
+    # --- data -------------------------------------------------------------------------
+
+    @property
+    def rows(self) -> Sequence[StepRow]:
+        """The rows shown, in step order."""
+        return self._rows
+
+    @property
+    def selected_step(self) -> int | None:
+        """The step number under the cursor (``None`` when empty)."""
+        return self._rows[self.cursor].number if self._rows else None
+
+    def set_steps(self, rows: Sequence[StepRow], *, select: int | None = None) -> None:
+        """Show ``rows`` (in step order) and select step ``select`` (default: the first)."""
+        self._rows = list(rows)
+        self._numbers = [row.number for row in self._rows]
+        durations = [row.duration_ms or 0.0 for row in self._rows]
+        self._longest_ms = max(durations, default=0.0)
+        self._number_width = max(1, len(str(max(self._numbers, default=0))))
+        self._clear_caches()
+        self.virtual_size = Size(0, len(self._rows) + 1)  # + the fixed header line
+        index = self._index_of(select) if select is not None else None
+        self.set_reactive(StepTimeline.cursor, index or 0)
+        self.refresh()
+        self._after_cursor_moved()
+
+    def select_step(self, number: int) -> bool:
+        """Move the cursor to step ``number``; ``False`` if the trace has no such step."""
+        index = self._index_of(number)
+        if index is None:
+            return False
+        self.cursor = index
+        return True
+
+    def _index_of(self, number: int) -> int | None:
+        index = bisect_left(self._numbers, number)
+        if index < len(self._numbers) and self._numbers[index] == number:
+            return index
+        return None
+
+    # --- cursor -----------------------------------------------------------------------
+
+    def validate_cursor(self, value: int) -> int:
+        return max(0, min(value, len(self._rows) - 1))
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self._refresh_row(old)
+        self._refresh_row(new)
+        self._after_cursor_moved()
+
+    def _after_cursor_moved(self) -> None:
+        self._scroll_cursor_into_view()
+        if self._rows:
+            self.post_message(self.StepSelected(self._rows[self.cursor].number, self))
+
+    @property
+    def _page_rows(self) -> int:
+        """Rows visible below the header."""
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def _scroll_cursor_into_view(self) -> None:
+        top = self.scroll_offset.y
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + self._page_rows:
+            self.scroll_to(y=self.cursor - self._page_rows + 1, animate=False)
+
+    def _refresh_row(self, index: int) -> None:
+        y = index - self.scroll_offset.y + 1
+        self.refresh(Region(0, y, self.size.width, 1))
+
+    def on_resize(self) -> None:
+        self._scroll_cursor_into_view()
+
+    def on_focus(self) -> None:
+        self._refresh_row(self.cursor)
+
+    def on_blur(self) -> None:
+        self._refresh_row(self.cursor)
+
+    def action_cursor_up(self) -> None:
+        self.cursor -= 1
+
+    def action_cursor_down(self) -> None:
+        self.cursor += 1
+
+    def action_page_up(self) -> None:
+        self.cursor -= self._page_rows
+
+    def action_page_down(self) -> None:
+        self.cursor += self._page_rows
+
+    def action_first(self) -> None:
+        self.cursor = 0
+
+    def action_last(self) -> None:
+        self.cursor = len(self._rows) - 1
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y == 0:
+            return
+        index = self.scroll_offset.y + offset.y - 1
+        if 0 <= index < len(self._rows):
+            self.cursor = index
+
+    # --- rendering --------------------------------------------------------------------
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._clear_caches()
+
+    def _clear_caches(self) -> None:
+        self.strip_cache.clear()
+        self._header = None
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(f"step-timeline--{name}", partial=True)
+
+    def _name_width(self, width: int, with_type: bool) -> int:
+        # " 12 ⚙ tool_call   NAME… █████▌     218ms   1,186 ": one space between columns
+        fixed = 1 + self._number_width + 3 + _BAR_WIDTH + _DURATION_WIDTH + _TOKENS_WIDTH + 4
+        if with_type:
+            fixed += _TYPE_WIDTH + 1
+        return max(1, width - fixed)
+
+    def _layout(self, width: int) -> tuple[bool, int]:
+        """Whether the type label fits, and the name column's width."""
+        with_type = self._name_width(width, True) >= _MIN_NAME_WIDTH
+        return with_type, self._name_width(width, with_type)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        if y == 0:
+            return self._header_strip(width)
+        index = self.scroll_offset.y + y - 1
+        if not 0 <= index < len(self._rows):
+            return Strip.blank(width, self.rich_style)
+        cursor_state = 0 if index != self.cursor else (2 if self.has_focus else 1)
+        key = (index, width, cursor_state)
+        strip = self.strip_cache.get(key)
+        if strip is None:
+            strip = self._render_row(self._rows[index], width, cursor_state > 0)
+            self.strip_cache[key] = strip
+        return strip
+
+    def _to_strip(self, text: Text, width: int) -> Strip:
+        base = self.rich_style
+        segments = list(text.render(self.app.console))
+        return Strip(segments).crop_extend(0, width, base).simplify()
+
+    def _header_strip(self, width: int) -> Strip:
+        if self._header is not None and self._header[0] == width:
+            return self._header[1]
+        with_type, name_width = self._layout(width)
+        style = self._style("header")
+        text = Text(no_wrap=True, end="")
+        text.append(" " + "#".rjust(self._number_width) + "   ", style)
+        if with_type:
+            text.append("TYPE".ljust(_TYPE_WIDTH + 1), style)
+        text.append("NAME".ljust(name_width + 1), style)
+        text.append("DURATION".ljust(_BAR_WIDTH + 1 + _DURATION_WIDTH + 1), style)
+        text.append("TOKENS".rjust(_TOKENS_WIDTH) + " ", style)
+        strip = self._to_strip(text, width)
+        self._header = (width, strip)
+        return strip
+
+    def _render_row(self, row: StepRow, width: int, is_cursor: bool) -> Strip:
+        with_type, name_width = self._layout(width)
+        type_style = self.get_component_rich_style(
+            f"step-timeline--{row.step_type}", partial=True, default=Style()
+        )
+        text = Text(no_wrap=True, end="")
+        text.append(" " + str(row.number).rjust(self._number_width) + " ", self._style("number"))
+        text.append(STEP_ICONS.get(row.step_type, "·") + " ", type_style)
+        if with_type:
+            text.append(row.step_type[:_TYPE_WIDTH].ljust(_TYPE_WIDTH) + " ", type_style)
+        text.append_text(self._name_cell(row, name_width))
+        text.append(" ")
+        bar = duration_bar(row.duration_ms, self._longest_ms, _BAR_WIDTH)
+        filled = bar.rstrip()
+        text.append(filled, type_style)
+        # not partial: the track's translucent background must blend with the widget's
+        track = self.get_component_rich_style("step-timeline--bar-track")
+        text.append(" " * (_BAR_WIDTH - len(filled)), track)
+        text.append(" " + fmt_ms(row.duration_ms).rjust(_DURATION_WIDTH) + " ")
+        tokens = fmt_int(row.tokens) if row.tokens is not None else ""
+        text.append(tokens.rjust(_TOKENS_WIDTH) + " ")
+        if is_cursor:
+            text.stylize(self._style("cursor"))
+        return self._to_strip(text, width)
+
+    def _name_cell(self, row: StepRow, width: int) -> Text:
+        """The name, truncated to fit, then markers: snapshot ◉, decision ◆, error ✗."""
+        markers = Text(end="")
+        if row.has_snapshot:
+            markers.append(" ◉", self._style("muted"))
+        if row.has_decision and row.step_type != "decision":
+            markers.append(" ◆", self._style("decision"))
+        if row.has_error and row.step_type != "error":
+            markers.append(" ✗", self._style("error"))
+        name = Text(row.name or "—", no_wrap=True, end="")
+        if not row.name:
+            name.stylize(self._style("muted"))
+        elif row.has_error:
+            name.stylize(self._style("error"))
+        name.truncate(max(1, width - markers.cell_len), overflow="ellipsis")
+        name.append_text(markers)
+        name.truncate(width, overflow="ellipsis", pad=True)
+        return name
