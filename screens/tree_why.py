@@ -91,11 +91,11 @@ class TreeWhyScreen(BaseScreen):
         yield Footer()
 
     @property
-    def tree(self) -> WhyTree:
+    def why_tree(self) -> WhyTree:
         return self.query_one("#why-tree", WhyTree)
 
     def on_mount(self) -> None:
-        self.tree.loading = True
+        self.why_tree.loading = True
         self._load(self.trace_id)
 
     # --- loading ----------------------------------------------------------------------
@@ -121,7 +121,7 @@ class TreeWhyScreen(BaseScreen):
         self.query_one("#decisions-text", Static).update(
             decisions_text(decision_points(self._steps))
         )
-        tree = self.tree
+        tree = self.why_tree
         tree.loading = False
         tree.load(self._steps)
         tree.focus()
@@ -135,7 +135,7 @@ class TreeWhyScreen(BaseScreen):
 
     @on(LoadFailed)
     def show_error(self, message: LoadFailed) -> None:
-        self.tree.loading = False
+        self.why_tree.loading = False
         self.query_one("#why-text", Static).update(Text(message.error, style="red"))
         self.notify(message.error, title="Tree and why", severity="error")
 
@@ -150,7 +150,7 @@ class TreeWhyScreen(BaseScreen):
         if step is None or not self._steps:
             return
         chain = why_chain(self._steps, step)
-        self.tree.chain = tuple(h.step["step_number"] for h in chain)
+        self.why_tree.chain = tuple(h.step["step_number"] for h in chain)
         self.query_one("#why-text", Static).update(why_text(chain))
         self.query_one("#why-panel", VerticalScroll).scroll_home(animate=False)
 
@@ -166,13 +166,13 @@ class TreeWhyScreen(BaseScreen):
         self.query_one("#decisions-panel").focus()
 
     def action_focus_tree(self) -> None:
-        self.tree.focus()
+        self.why_tree.focus()
 
     def action_replay(self) -> None:
         from agent_replay.screens.replay import ReplayScreen
 
         # The cursor, not ``step``: a NodeHighlighted still queued hasn't updated ``step`` yet.
-        node = self.tree.cursor_node
+        node = self.why_tree.cursor_node
         step = node.data["step_number"] if node is not None and node.data else self.step
         self.app.push_screen(ReplayScreen(self.trace_id, at_step=step))
 
