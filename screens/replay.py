@@ -9,25 +9,19 @@ cancels the pending one: nothing ever sleeps on the UI thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static
-from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.errors import AgentReplayError
-from agent_replay.screens.base import BaseScreen
+from agent_replay.screens.base import TraceScreen
 from agent_replay.services.replay import INSTANT, Replay, faster, slower, speed_label
-from agent_replay.store.queries import resolve_trace_id, trace_json
 from agent_replay.widgets.replay_state import ReplayState
 from agent_replay.widgets.step_timeline import STEP_ICONS
 
@@ -49,7 +43,7 @@ class PlayheadTable(DataTable[Text], can_focus=False):
     every key (a focused table would take the arrows, Home and End)."""
 
 
-class ReplayScreen(BaseScreen):
+class ReplayScreen(TraceScreen):
     """Play a trace back: the steps revealed so far, and the state at the playhead."""
 
     CSS_PATH = "replay.tcss"
@@ -79,26 +73,12 @@ class ReplayScreen(BaseScreen):
     speed: reactive[float] = reactive(TUI_SPEED, init=False)
     """Playback speed: 1, 2, 5, 10, 20, or 0 for instant."""
 
-    @dataclass
-    class Loaded(Message):
-        """The trace arrived from the worker."""
-
-        trace: dict[str, Any]
-
-    @dataclass
-    class LoadFailed(Message):
-        """The trace could not be loaded (unknown id, ambiguous prefix, store error)."""
-
-        error: str
-
     def __init__(self, trace_id: str, *, at_step: int | None = None) -> None:
         """Args:
         trace_id: a trace id or unique prefix.
         at_step: open paused with this step current (default: before the first step).
         """
-        super().__init__()
-        self.trace_id = trace_id
-        """The trace replayed (the full id once loaded)."""
+        super().__init__(trace_id)
         self._at_step = at_step
         self._replay = Replay([])
         self._timer: Timer | None = None
@@ -137,24 +117,10 @@ class ReplayScreen(BaseScreen):
         for label, key, width in COLUMNS:
             table.add_column(label, key=key, width=width)
         self.query_one("#replay-body").loading = True
-        self._load(self.trace_id)
+        self.load_trace()
 
-    # --- loading ----------------------------------------------------------------------
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="replay", description="trace")
-    def _load(self, trace_id: str) -> None:
-        store = self.app.store  # type: ignore[attr-defined]
-        try:
-            with store.db.connection_context():
-                trace = trace_json(store, resolve_trace_id(store, trace_id))
-        except AgentReplayError as exc:
-            self.post_message(self.LoadFailed(exc.message))
-            return
-        if not get_current_worker().is_cancelled:
-            self.post_message(self.Loaded(trace))
-
-    @on(Loaded)
-    def start_replay(self, message: Loaded) -> None:
+    @on(TraceScreen.TraceLoaded)
+    def start_replay(self, message: TraceScreen.TraceLoaded) -> None:
         trace = message.trace
         self.trace_id = trace["id"]
         self._replay = Replay.from_trace(trace)
@@ -171,8 +137,8 @@ class ReplayScreen(BaseScreen):
         self.position = start
         self._show_position(start)
 
-    @on(LoadFailed)
-    def show_error(self, message: LoadFailed) -> None:
+    @on(TraceScreen.TraceLoadFailed)
+    def show_error(self, message: TraceScreen.TraceLoadFailed) -> None:
         self.query_one("#replay-body").loading = False
         self.query_one("#replay-status", Static).update(Text(message.error, style="red"))
         self.notify(message.error, title="Replay", severity="error")

@@ -1,30 +1,26 @@
 """The step timeline of one trace: its steps in order, and the selected step in full.
 
 The trace loads in a thread worker (one query for the trace and its steps: ~60 ms for 10,000
-steps) and arrives as a ``TraceLoaded`` message; the steps are shown by ``StepTimeline``, a
+steps) and arrives as ``TraceScreen.TraceLoaded``; the steps are shown by ``StepTimeline``, a
 Line-API view that renders only what is visible, and the selected step by ``StepDetail``.
 Producer text is escaped (``display.safe``) and shown as plain text, never as markup.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, Input, Label, Static
-from textual.worker import Worker, WorkerState, get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe
-from agent_replay.screens.base import BaseScreen
-from agent_replay.store.queries import resolve_trace_id, trace_json
+from agent_replay.screens.base import TraceScreen
 from agent_replay.widgets.step_detail import StepDetail
 from agent_replay.widgets.step_timeline import StepRow, StepTimeline
 
@@ -120,7 +116,7 @@ class JumpToStepModal(ModalScreen[int | None]):
         self.dismiss(None)
 
 
-class TimelineScreen(BaseScreen):
+class TimelineScreen(TraceScreen):
     """The steps of one trace in order, with the selected step's detail beside them."""
 
     CSS_PATH = "timeline.tcss"
@@ -143,19 +139,8 @@ class TimelineScreen(BaseScreen):
     folded: reactive[bool] = reactive(True)
     """Whether long payloads in the detail pane are folded to their first lines."""
 
-    @dataclass
-    class TraceLoaded(Message):
-        """The trace and its steps arrived from the worker."""
-
-        trace: dict[str, Any]
-        """The trace object (with ``steps``, ``evals`` and the resolved ``id``)."""
-        rows: list[StepRow]
-        """The timeline's rows, built in the worker."""
-
     def __init__(self, trace_id: str) -> None:
-        super().__init__()
-        self.trace_id = trace_id
-        """The trace shown: the id (or unique prefix) given, the full id once loaded."""
+        super().__init__(trace_id)
         self._steps: dict[int, dict[str, Any]] = {}
 
     def compose(self) -> ComposeResult:
@@ -177,38 +162,29 @@ class TimelineScreen(BaseScreen):
     def on_mount(self) -> None:
         self.query_one("#timeline-body").loading = True
         self.timeline.focus()
-        self._load_trace(self.trace_id)
+        self.load_trace()
 
-    # --- loading ----------------------------------------------------------------------
+    def prepare_trace(self, trace: dict[str, Any]) -> list[StepRow]:
+        """The timeline's rows, built in the worker."""
+        return [StepRow.from_step(step) for step in trace["steps"]]
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="timeline", description="trace")
-    def _load_trace(self, id_or_prefix: str) -> None:
-        store = self.app.store  # type: ignore[attr-defined]
-        with store.db.connection_context():
-            trace_id = resolve_trace_id(store, id_or_prefix)
-            trace = trace_json(store, trace_id)
-        rows = [StepRow.from_step(step) for step in trace["steps"]]
-        if not get_current_worker().is_cancelled:
-            self.post_message(self.TraceLoaded(trace, rows))
-
-    @on(TraceLoaded)
-    def show_trace(self, message: TraceLoaded) -> None:
+    @on(TraceScreen.TraceLoaded)
+    def show_trace(self, message: TraceScreen.TraceLoaded) -> None:
         trace = message.trace
         self.trace_id = str(trace["id"])
         self._steps = {step["step_number"]: step for step in trace["steps"]}
         header = self.query_one("#timeline-header", Static)
-        header.update(trace_header(trace, len(message.rows)))
-        if not message.rows:
+        header.update(trace_header(trace, len(message.prepared)))
+        if not message.prepared:
             self.detail.empty_message = "This trace has no steps."
-        self.timeline.set_steps(message.rows)
+        self.timeline.set_steps(message.prepared)
         self.query_one("#timeline-body").loading = False
 
-    @on(Worker.StateChanged)
-    def leave_if_loading_failed(self, event: Worker.StateChanged) -> None:
-        # The app reports the error (BaseScreen); with nothing to show, go back.
-        if event.worker.group != "timeline" or event.state != WorkerState.ERROR:
-            return
+    @on(TraceScreen.TraceLoadFailed)
+    def leave_after_failure(self, message: TraceScreen.TraceLoadFailed) -> None:
+        """Say why the trace can't be shown, then go back: there is nothing to show."""
         self.query_one("#timeline-body").loading = False
+        self.notify(message.error, title="Cannot open the trace", severity="error", timeout=8)
         if self.is_current and len(self.app.screen_stack) > 1:
             self.app.pop_screen()
 

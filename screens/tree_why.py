@@ -8,28 +8,23 @@ walk the ``why`` command prints. Producer text is escaped and shown as plain ``T
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Footer, Header, Static, Tree
-from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
-from agent_replay.errors import AgentReplayError
-from agent_replay.screens.base import BaseScreen
+from agent_replay.screens.base import TraceScreen
 from agent_replay.services.analysis import decision_points, why_chain
-from agent_replay.store.queries import resolve_trace_id, trace_json
 from agent_replay.widgets.why_tree import WhyTree, decisions_text, why_text
 
 
-class TreeWhyScreen(BaseScreen):
+class TreeWhyScreen(TraceScreen):
     """The steps of a trace as a tree; the why-chain of the step under the cursor; decisions."""
 
     CSS_PATH = "tree_why.tcss"
@@ -53,26 +48,12 @@ class TreeWhyScreen(BaseScreen):
     step: reactive[int | None] = reactive(None, init=False)
     """The selected step number, whose why-chain is shown."""
 
-    @dataclass
-    class Loaded(Message):
-        """The trace arrived from the worker."""
-
-        trace: dict[str, Any]
-
-    @dataclass
-    class LoadFailed(Message):
-        """The trace could not be loaded (unknown id, ambiguous prefix, store error)."""
-
-        error: str
-
     def __init__(self, trace_id: str, *, step: int | None = None) -> None:
         """Args:
         trace_id: a trace id or unique prefix.
         step: the step to select first (default: the first step).
         """
-        super().__init__()
-        self.trace_id = trace_id
-        """The trace shown (the full id once loaded)."""
+        super().__init__(trace_id)
         self._initial_step = step
         self._steps: list[dict[str, Any]] = []
 
@@ -96,24 +77,10 @@ class TreeWhyScreen(BaseScreen):
 
     def on_mount(self) -> None:
         self.why_tree.loading = True
-        self._load(self.trace_id)
+        self.load_trace()
 
-    # --- loading ----------------------------------------------------------------------
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="tree-why", description="trace")
-    def _load(self, trace_id: str) -> None:
-        store = self.app.store  # type: ignore[attr-defined]
-        try:
-            with store.db.connection_context():
-                trace = trace_json(store, resolve_trace_id(store, trace_id))
-        except AgentReplayError as exc:
-            self.post_message(self.LoadFailed(exc.message))
-            return
-        if not get_current_worker().is_cancelled:
-            self.post_message(self.Loaded(trace))
-
-    @on(Loaded)
-    def show_trace(self, message: Loaded) -> None:
+    @on(TraceScreen.TraceLoaded)
+    def show_trace(self, message: TraceScreen.TraceLoaded) -> None:
         trace = message.trace
         self.trace_id = trace["id"]
         self._steps = trace["steps"]
@@ -133,8 +100,8 @@ class TreeWhyScreen(BaseScreen):
         tree.show_step(first)
         self.step = first
 
-    @on(LoadFailed)
-    def show_error(self, message: LoadFailed) -> None:
+    @on(TraceScreen.TraceLoadFailed)
+    def show_error(self, message: TraceScreen.TraceLoadFailed) -> None:
         self.why_tree.loading = False
         self.query_one("#why-text", Static).update(Text(message.error, style="red"))
         self.notify(message.error, title="Tree and why", severity="error")
