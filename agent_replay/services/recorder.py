@@ -16,6 +16,7 @@ from agent_replay.errors import NotFoundError, TraceFormatError, UsageError
 from agent_replay.services.derive import duration_between
 from agent_replay.services.derive import total_tokens as sum_tokens
 from agent_replay.services.ingest import prepare
+from agent_replay.services.redact import Redactor, identity, redact_value
 from agent_replay.store import ids
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
@@ -53,6 +54,9 @@ class TraceRecorder:
         clock: the time source for timestamps the caller leaves out.
         lenient: coerce and repair bad values (capture paths) instead of raising
             ``TraceFormatError`` (the SDK's default); warnings collect in ``warnings``.
+        redact: replace secrets (API keys, tokens, private keys, passwords in URLs) with
+            ``[REDACTED:<kind>]`` before anything is written; on by default, as on every
+            capture path (``--no-redact`` turns it off).
 
     Example:
         >>> rec = TraceRecorder(ensure_database(".agent-replay"))
@@ -62,10 +66,18 @@ class TraceRecorder:
         >>> rec.end_trace(tid, output="It shipped.")
     """
 
-    def __init__(self, db: Store, *, clock: Clock | None = None, lenient: bool = False) -> None:
+    def __init__(
+        self,
+        db: Store,
+        *,
+        clock: Clock | None = None,
+        lenient: bool = False,
+        redact: bool = True,
+    ) -> None:
         self.db = db
         self.clock = clock or SystemClock()
         self.lenient = lenient
+        self.redact: Redactor = redact_value if redact else identity
         self.warnings: list[str] = []
 
     # --- helpers ------------------------------------------------------------------------
@@ -74,7 +86,7 @@ class TraceRecorder:
         return canonical_time(self.clock.now())
 
     def _validate_trace(self, data: dict[str, Any]) -> Trace:
-        validated = validate_trace(data, lenient=self.lenient)
+        validated = validate_trace(self.redact(data), lenient=self.lenient)
         self.warnings.extend(validated.warnings)
         return validated.trace
 

@@ -299,6 +299,14 @@ def _remove_at(data: Any, loc: tuple[int | str, ...]) -> bool:
 
 
 def _validate_lenient(data: dict[str, Any]) -> Validated:
+    # Fast path: most capture data is already valid; only repair (on a copy) when it isn't.
+    try:
+        trace = Trace.model_validate(data, strict=False, context={"lenient": True})
+    except ValidationError:
+        pass
+    else:
+        if not semantic_problems(trace.steps) and not _time_order(trace, ""):
+            return Validated(trace)
     warnings: list[str] = []
     data = copy.deepcopy(data)
     _prune_unknown(data, warnings)

@@ -1,0 +1,89 @@
+"""Secret redaction: what is redacted, what is left alone, and that the recorder applies it."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agent_replay.services.recorder import TraceRecorder
+from agent_replay.services.redact import redact_text, redact_value
+from agent_replay.store.queries import get_trace
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123", "anthropic_key"),
+        ("OPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuvwx12", "openai_key"),
+        ("AIzaSyA1234567890abcdefghijklmnopqrstuv", "google_key"),
+        ("aws AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+        ("token ghp_" + "a" * 36, "github_token"),
+        ("xoxb-123456789012-abcdefghij", "slack_token"),
+        ("sk_live_abcdefghijklmnop1234", "stripe_key"),
+        ("hf_" + "b" * 34, "huggingface_token"),
+        ("Authorization: Bearer abcdefghijklmnop1234", "bearer_token"),
+        ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "private_key"),
+        ("postgres://bob:hunter2pass@db:5432/app", "url_password"),
+        ('config: api_key: "abcd1234efgh"', "secret_assignment"),
+    ],
+)
+def test_secrets_become_redaction_markers(text: str, kind: str) -> None:
+    """Each kind of secret is replaced by [REDACTED:<kind>], and its value is gone."""
+    out = redact_text(text)
+    assert f"[REDACTED:{kind}]" in out
+    secret = text.split()[-1].strip('"')
+    if kind not in ("url_password", "bearer_token", "private_key", "secret_assignment"):
+        assert secret not in out
+
+
+def test_url_password_keeps_user_and_host() -> None:
+    """Only the password of a URL is hidden."""
+    assert redact_text("postgres://bob:hunter2pass@db:5432/app") == (
+        "postgres://bob:[REDACTED:url_password]@db:5432/app"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the token count: 12345678", "password_hash", "sk-learn is a library", "tokens_used=12"],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    """Words that merely mention secrets are not redacted."""
+    assert redact_text(text) == text
+
+
+def test_values_of_secret_named_keys_are_redacted() -> None:
+    """Strings under keys like api_key/password/Authorization are hidden; numbers stay."""
+    value = {"api_key": "zzz", "tokens_used": 5, "x": [{"password": "p"}], "Authorization": "B"}
+    assert redact_value(value) == {
+        "api_key": "[REDACTED:secret_field]",
+        "tokens_used": 5,
+        "x": [{"password": "[REDACTED:secret_field]"}],
+        "Authorization": "[REDACTED:secret_field]",
+    }
+
+
+def test_hostile_input_is_redacted_in_linear_time() -> None:
+    """Long adversarial strings don't make the patterns backtrack."""
+    for text in (
+        "sk-" + "a" * 200_000 + "!",
+        "a://" + "b" * 100_000 + ":" * 100_000,
+        "eyJ" * 60_000,
+    ):
+        start = time.perf_counter()
+        redact_text(text)
+        assert time.perf_counter() - start < 1.0
+
+
+def test_recorder_redacts_by_default(store) -> None:
+    """The capture engine writes no secret it was given, unless told not to redact."""
+    rec = TraceRecorder(store, lenient=True)
+    tid = rec.start_trace("bot", input={"cmd": "export KEY=sk-ant-api03-abcdefghijklmnopqrstuvwx"})
+    rec.step(tid, {"step_type": "tool_call", "output": "Bearer abcdefghijklmnopqrstu", "name": "x"})
+    trace = get_trace(store, tid)
+    assert "sk-ant" not in str(trace.input)
+    assert trace.steps[0].output == "[REDACTED:bearer_token]"
+    raw = TraceRecorder(store, lenient=True, redact=False)
+    tid2 = raw.start_trace("bot", input="sk-ant-api03-abcdefghijklmnopqrstuvwx")
+    assert get_trace(store, tid2).input == "sk-ant-api03-abcdefghijklmnopqrstuvwx"
