@@ -1,5 +1,5 @@
 """``python -m agent_replay``: the same entry point as the ``agent-replay`` script."""
 
-from agent_replay.cli import main
+from agent_replay.entry import main
 
 raise SystemExit(main())

@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("agent_replay.commands.replay", "Play a trace back step by step, in real time."),
     "export": ("agent_replay.commands.export", "Export traces as JSON or JSONL."),
     "demo": ("agent_replay.commands.demo", "Load 5 sample traces and 3 guard policies."),
+    "hook": (
+        "agent_replay.commands.hook",
+        "Record a Claude Code / Codex / Gemini CLI hook payload.",
+    ),
     "tui": ("agent_replay.commands.tui", "Open the full-screen app (optionally on a trace)."),
     "dashboard": ("agent_replay.commands.dashboard", "Open the app on the dashboard."),
 }

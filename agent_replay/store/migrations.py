@@ -17,6 +17,7 @@ from collections.abc import Callable
 from peewee import Database, IntegerField, TextField
 
 from agent_replay.errors import StoreError
+from agent_replay.store.schema import SCHEMA_VERSION
 
 _V1_TABLES = [
     """CREATE TABLE traces (
@@ -150,11 +151,27 @@ def _m0002_sessions_causality_decisions(db: Database) -> None:
     db.execute_sql("CREATE INDEX decisions_trace ON decisions (trace_id)")
 
 
+def _m0003_hook_inbox(db: Database) -> None:
+    """The hook inbox: raw harness payloads, queued by ``hook`` in a few milliseconds and
+    turned into steps by the drainer through the recorder (see services/capture/hook_inbox)."""
+    key = "INTEGER PRIMARY KEY" if _is_sqlite(db) else "BIGSERIAL PRIMARY KEY"
+    db.execute_sql(
+        f"""CREATE TABLE hook_inbox (
+            id {key},
+            received_ms BIGINT NOT NULL,
+            payload TEXT NOT NULL,
+            options TEXT NOT NULL
+        )"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
+    ("0003_hook_inbox", _m0003_hook_inbox),
 ]
 LATEST = len(MIGRATIONS)
+assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"
 
 
 def _applied(db: Database) -> list[str]:

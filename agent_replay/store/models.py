@@ -149,6 +149,18 @@ class PolicyRow(BaseModel):
         table_name = "policies"
 
 
+class HookInboxRow(BaseModel):
+    """A raw hook payload waiting for the drainer."""
+
+    id = BigIntegerField(primary_key=True)
+    received_ms = BigIntegerField()
+    payload = TextField()
+    options = TextField()
+
+    class Meta:
+        table_name = "hook_inbox"
+
+
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     TraceRow,
     StepRow,
@@ -157,4 +169,5 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     EvalRow,
     TagRow,
     PolicyRow,
+    HookInboxRow,
 )

@@ -1,0 +1,36 @@
+"""The console-script entry point: ``hook`` takes a stdlib-only fast path, everything else
+goes to the click CLI.
+
+``hook`` runs before and after every tool call of the user's agent; importing click, peewee
+and pydantic would triple its start-up. So ``hook`` (in capture mode) is answered here with
+``services/capture/hook_inbox`` before any of them is imported; ``hook --help``, ``--enforce``
+and anything unusual fall through to the full CLI.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run agent-replay and return its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["hook"]:
+        from agent_replay.services.capture import hook_inbox
+
+        code = hook_inbox.run(args[1:])
+        if code is not None:
+            return code
+    from agent_replay.cli import main as cli_main
+
+    code = cli_main(args)
+    if args[:1] == ["hook"] and code not in (0, None) and not _wants_help(args):
+        # A harness treats some exit codes as "block the tool call" (Claude Code: 2): capture
+        # must never do that, even for a mistyped flag. The error was printed on stderr.
+        return 0
+    return code
+
+
+def _wants_help(args: list[str]) -> bool:
+    return "--help" in args or "-h" in args

@@ -1,0 +1,186 @@
+"""The hook's fast path: queue a harness payload and return, in a few milliseconds.
+
+A harness (Claude Code, Codex CLI, Gemini CLI) runs ``agent-replay hook`` before and after
+every tool call of the user's agent, so the hook must start and finish about as fast as the
+interpreter itself. It therefore imports only the stdlib: it writes the raw payload into the
+store's ``hook_inbox`` table with ``sqlite3`` (one small transaction; WAL lets parallel hooks
+and readers proceed) and makes sure a drainer is running. The drainer
+(``hook_drain``) turns queued payloads into steps through ``TraceRecorder`` — the one write
+path — in arrival order, then exits when the inbox is empty.
+
+Exactly one drainer runs per store: it holds an exclusive ``flock`` on ``<dir>/hook-drain.lock``.
+The hook takes that lock itself (non-blocking) and, if it got it, hands the locked file to a
+detached drainer process (``pass_fds``), so two hooks can never start two drainers. A drainer
+releases the lock only when the inbox is empty and re-checks after releasing, so a payload
+queued at that moment is never stranded.
+
+Must import nothing beyond the stdlib: a test checks ``sys.modules`` after a real hook run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agent_replay.paths import DB_NAME, make_private_dir, resolve_dir
+from agent_replay.store.schema import SCHEMA_VERSION
+
+LOCK_NAME = "hook-drain.lock"
+BUSY_TIMEOUT_MS = 15000
+ENV_NO_SPAWN = "AGENT_REPLAY_HOOK_NO_SPAWN"
+"""Set to 1 to queue payloads without starting a drainer (tests drain synchronously)."""
+
+
+def connect(db_file: Path) -> sqlite3.Connection:
+    """A stdlib connection with the store's pragmas (WAL is persistent in the file)."""
+    conn = sqlite3.connect(str(db_file), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    return conn
+
+
+def store_is_current(db_file: Path) -> bool:
+    """Whether the store exists and is migrated to this build's schema (else the slow path
+    creates or migrates it once)."""
+    if not db_file.exists():
+        return False
+    conn = connect(db_file)
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION
+    finally:
+        conn.close()
+
+
+def enqueue(db_file: Path, payload: str, options: dict[str, Any]) -> None:
+    """Append one raw payload to the inbox (one autocommitted INSERT)."""
+    conn = connect(db_file)
+    try:
+        conn.execute(
+            "INSERT INTO hook_inbox (received_ms, payload, options) VALUES (?, ?, ?)",
+            (int(time.time() * 1000), payload, json.dumps(options)),
+        )
+    finally:
+        conn.close()
+
+
+def try_lock(store_dir: Path) -> int | None:
+    """An fd holding the drainer lock, or ``None`` when a drainer already holds it."""
+    import fcntl
+
+    fd = os.open(store_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def ensure_drainer(store_dir: Path) -> None:
+    """Start a detached drainer unless one is running (it inherits our lock)."""
+    if os.environ.get(ENV_NO_SPAWN) == "1":
+        return
+    fd = try_lock(store_dir)
+    if fd is None:
+        return  # a drainer is running; it re-checks the inbox before it exits
+    try:
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agent_replay.services.capture.hook_drain",
+                str(store_dir),
+                "--lock-fd",
+                str(fd),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(fd,),
+            start_new_session=True,  # outlives the harness's process group and timeouts
+            close_fds=True,
+        )
+    finally:
+        os.close(fd)  # the child's copy keeps the lock
+
+
+def log_error(store_dir: Path, message: str) -> None:
+    """Append a line to ``<dir>/logs/agent-replay.log`` (hooks never print on failure paths
+    the harness would show as output)."""
+    try:
+        folder = store_dir / "logs"
+        make_private_dir(folder)
+        with (folder / "agent-replay.log").open("a", encoding="utf-8") as log:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            log.write(f"{stamp} hook: {message}\n")
+    except OSError:
+        pass
+
+
+def parse_args(argv: list[str]) -> dict[str, Any] | None:
+    """The hook's options, or ``None`` when the arguments need the full CLI (help, errors)."""
+    options: dict[str, Any] = {
+        "dialect": "auto",
+        "no_input": False,
+        "redact": True,
+        "dir": None,
+        "sync": False,
+    }
+    args = iter(argv)
+    for arg in args:
+        if arg == "--no-input":
+            options["no_input"] = True
+        elif arg == "--no-redact":
+            options["redact"] = False
+        elif arg == "--sync":
+            options["sync"] = True
+        elif arg in ("--dir", "--dialect"):
+            value = next(args, None)
+            if value is None:
+                return None
+            options[arg[2:]] = value
+        elif arg.startswith(("--dir=", "--dialect=")):
+            key, _, value = arg[2:].partition("=")
+            options[key] = value
+        else:
+            return None  # --help, --enforce (policy checks need the full path), or a typo
+    if options["dialect"] not in ("auto", "claude", "codex", "gemini"):
+        return None
+    return options
+
+
+def run(argv: list[str], stdin: Any = None) -> int | None:
+    """Capture one hook invocation. Returns 0, or ``None`` to defer to the full CLI.
+
+    Capture mode always exits 0 and prints nothing: a broken recorder must never break the
+    user's agent. Failures go to the log under the store directory.
+    """
+    options = parse_args(argv)
+    if options is None:
+        return None
+    store_dir = resolve_dir(options.pop("dir"))
+    stream = stdin if stdin is not None else sys.stdin.buffer
+    try:
+        raw = stream.read()
+        payload = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        if not payload.strip():
+            log_error(store_dir, "empty payload on stdin; nothing recorded")
+            return 0
+        db_file = store_dir / DB_NAME
+        if options["sync"] or not store_is_current(db_file):
+            # First use of a store (create + migrate) or --sync: the full path, which reads
+            # the payload we already took from stdin.
+            sys.stdin = io.TextIOWrapper(io.BytesIO(payload.encode("utf-8")), encoding="utf-8")
+            return None
+        enqueue(db_file, payload, options)
+        ensure_drainer(store_dir)
+    except Exception as exc:  # noqa: BLE001 - capture must never fail the harness
+        log_error(store_dir, f"{type(exc).__name__}: {exc}")
+    return 0
