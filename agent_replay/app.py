@@ -18,6 +18,7 @@ from textual.worker import Worker, WorkerState
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.messages import OpenTraces
 from agent_replay.store.db import Store
+from agent_replay.store.live import LiveFilter
 
 THEME = "textual-dark"
 
@@ -39,6 +40,7 @@ class AgentReplayApp(App[int]):
             tooltip="Totals and charts",
         ),
         Binding("T", "switch_mode('traces')", "Traces", id="traces", tooltip="The trace list"),
+        Binding("W", "switch_mode('watch')", "Watch", id="watch", tooltip="Running traces, live"),
     ]
 
     def __init__(
@@ -50,6 +52,8 @@ class AgentReplayApp(App[int]):
         initial_trace: str | None = None,
         initial_mode: str = "traces",
         dashboard_refresh: float | None = None,
+        watch_filter: LiveFilter | None = None,
+        watch_interval: float = 0.5,
     ) -> None:
         super().__init__()
         self.store = store
@@ -61,18 +65,26 @@ class AgentReplayApp(App[int]):
         self.initial_trace = initial_trace
         """A trace id (or prefix) to open straight away."""
         self.initial_mode = initial_mode
-        """``traces`` or ``dashboard``."""
+        """``traces``, ``dashboard`` or ``watch``."""
         self.dashboard_refresh = dashboard_refresh
         """Seconds between dashboard refreshes (``None``: no automatic refresh)."""
+        self.watch_filter = watch_filter
+        """Which traces the live watch shows (``--session``, ``--agent``)."""
+        self.watch_interval = watch_interval
+        """Seconds between the live watch's polls of the store."""
         self.theme = THEME
 
     def on_mount(self) -> None:
         from agent_replay.screens.dashboard import DashboardScreen
+        from agent_replay.screens.live_watch import LiveWatchScreen
         from agent_replay.screens.trace_list import TraceListScreen
 
         self.sub_title = self.store_label
         self.add_mode("traces", TraceListScreen)
         self.add_mode("dashboard", lambda: DashboardScreen(refresh_seconds=self.dashboard_refresh))
+        self.add_mode(
+            "watch", lambda: LiveWatchScreen(self.watch_filter, interval=self.watch_interval)
+        )
         self.switch_mode(self.initial_mode)
         if self.initial_trace:
             self.open_trace(self.initial_trace)
@@ -105,7 +117,8 @@ class AgentReplayApp(App[int]):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Traces", "The trace list", lambda: self.switch_mode("traces"))
         yield SystemCommand("Dashboard", "Totals and charts", lambda: self.switch_mode("dashboard"))
-        seen = {"quit", "help", "dashboard", "traces"}
+        yield SystemCommand("Watch", "Running traces, live", lambda: self.switch_mode("watch"))
+        seen = {"quit", "help", "dashboard", "traces", "watch"}
         for binding in getattr(screen, "BINDINGS", []):
             if not isinstance(binding, Binding) or binding.id in seen or not binding.description:
                 continue
@@ -141,6 +154,8 @@ def make_app(
     initial_trace: str | None = None,
     initial_mode: str = "traces",
     dashboard_refresh: float | None = None,
+    watch_filter: LiveFilter | None = None,
+    watch_interval: float = 0.5,
 ) -> AgentReplayApp:
     """Build the app (used by the CLI and by the tests).
 
@@ -155,4 +170,6 @@ def make_app(
         initial_trace=initial_trace,
         initial_mode=initial_mode,
         dashboard_refresh=dashboard_refresh,
+        watch_filter=watch_filter,
+        watch_interval=watch_interval,
     )

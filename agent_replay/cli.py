@@ -27,6 +27,10 @@ from agent_replay.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, Agen
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("agent_replay.commands.init", "Create the store (.agent-replay/) here."),
     "ingest": ("agent_replay.commands.ingest", "Load traces from a JSON or JSONL file."),
+    "import": (
+        "agent_replay.commands.import_",
+        "Import Claude Code transcripts and Codex rollouts.",
+    ),
     "list": ("agent_replay.commands.list_", "List traces, newest first."),
     "show": ("agent_replay.commands.show", "Show a trace: header and step timeline."),
     "why": ("agent_replay.commands.why", "Explain why a step happened (its causal chain)."),
@@ -40,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "tui": ("agent_replay.commands.tui", "Open the full-screen app (optionally on a trace)."),
     "dashboard": ("agent_replay.commands.dashboard", "Open the app on the dashboard."),
+    "watch": ("agent_replay.commands.watch", "Watch running traces live as steps arrive."),
 }
 
 EPILOG = """\b

@@ -28,4 +28,4 @@ def command(refresh: float, store_dir: Path | None) -> int:
     """
     from agent_replay.commands.tui import run_app
 
-    return run_app(store_dir, mode="dashboard", refresh=refresh)
+    return run_app(store_dir, mode="dashboard", dashboard_refresh=refresh)

@@ -46,7 +46,11 @@ def command(
     SessionEnd, ...):
       {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [
           {"type": "command", "command": "agent-replay hook"}]}]}}
-    Codex CLI and Gemini CLI: register `agent-replay hook` the same way for their events.
+    Codex CLI (~/.codex/hooks.json): the same shape, for SessionStart, UserPromptSubmit,
+    PreToolUse, PostToolUse, SubagentStart, SubagentStop, Stop, SessionEnd.
+    Gemini CLI (.gemini/settings.json, with "hooksConfig": {"enabled": true}): for
+    SessionStart, BeforeAgent, BeforeModel, AfterModel, BeforeTool, AfterTool, AfterAgent,
+    SessionEnd.
 
     \b
     Examples:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,9 +20,12 @@ def run_app(
     *,
     trace_id: str | None = None,
     mode: str = "traces",
-    refresh: float | None = None,
+    **app_options: Any,
 ) -> int:
-    """Open the app on the store (creating an empty one, which shows how to load data)."""
+    """Open the app on the store (creating an empty one, which shows how to load data).
+
+    ``app_options`` go to ``make_app`` (``dashboard_refresh``, ``watch_filter``, ...).
+    """
     ctx = click.get_current_context()
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         root = ctx.find_root()
@@ -39,11 +43,7 @@ def run_app(
 
     label = str(resolve_store_dir(store_dir))
     app = make_app(
-        store,
-        initial_trace=trace_id,
-        initial_mode=mode,
-        dashboard_refresh=refresh,
-        store_label=label,
+        store, initial_trace=trace_id, initial_mode=mode, store_label=label, **app_options
     )
     return int(app.run() or 0)
 

@@ -9,6 +9,7 @@ ingest uses, so a trace recorded step by step is identical to the same trace ing
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
@@ -40,10 +41,19 @@ from agent_replay.store.writes import (
     update_columns,
     upsert_row,
 )
+from agent_replay.trace.base import STEP_TYPES, is_canonical
+from agent_replay.trace.io import input_hash
 from agent_replay.trace.models import Decision, Snapshot, Step, Trace, canonical_time
 from agent_replay.trace.validate import validate_trace
 
 _STEP_SELECT = ", ".join(f'"{c}"' for c in STEP_COLUMNS)
+
+# Step fields whose text is a step type or a timestamp (see ``_redact_step``).
+_PLAIN_TEXT_FIELDS = frozenset({"step_type", "started_at", "ended_at"})
+
+# A step for ``record_steps_if_clean``: its object (``step_number`` set), the producer's call
+# id (or ``None``), and whether it is still open (its result comes with ``end_step``).
+PendingStep = tuple[dict[str, Any], str | None, bool]
 
 
 class TraceRecorder:
@@ -143,7 +153,9 @@ class TraceRecorder:
         ).fetchone()
         return int(row[0] or 0) + 1
 
-    def _load_step(self, trace_id: str, number: int) -> dict[str, Any]:
+    def _load_step(self, trace_id: str, number: int, *, children: bool = True) -> dict[str, Any]:
+        """A stored step as the format's object; ``children=False`` skips reading its decision
+        and snapshot (``end_step`` never touches them)."""
         row = execute(
             self.db,
             f"SELECT {_STEP_SELECT} FROM steps WHERE trace_id = ? AND step_number = ?",
@@ -152,6 +164,8 @@ class TraceRecorder:
         if row is None:
             raise NotFoundError(f"trace {trace_id} has no step {number}")
         step_id = row[0]
+        if not children:
+            return step_dict(tuple(row))
         decision = execute(
             self.db,
             f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions WHERE step_id = ?",
@@ -281,8 +295,11 @@ class TraceRecorder:
         """The number of the open step started with this producer call id, if any."""
         row = execute(
             self.db,
+            # ``+step_number``: without the unary plus SQLite sorts through the
+            # (trace_id, step_number) index and scans the whole trace (O(steps) per lookup)
+            # instead of seeking the partial steps_open_call index.
             "SELECT step_number FROM steps WHERE trace_id = ? AND call_id = ? AND is_open = 1 "
-            "ORDER BY step_number LIMIT 1",
+            "ORDER BY +step_number LIMIT 1",
             [trace_id, call_id],
         ).fetchone()
         return int(row[0]) if row else None
@@ -309,7 +326,7 @@ class TraceRecorder:
                 step_number = self.find_open_step(trace_id, call_id)
                 if step_number is None:
                     raise NotFoundError(f"trace {trace_id} has no open step for call {call_id}")
-            current = self._load_step(trace_id, step_number)
+            current = self._load_step(trace_id, step_number, children=False)
             updates: dict[str, Any] = {
                 "output": output,
                 "error": error,
@@ -351,6 +368,132 @@ class TraceRecorder:
             model = self._validate_step(data)
             self._insert_step(trace_id, model, call_id=None, is_open=False)
             return model.step_number
+
+    def record_steps_if_clean(self, trace_id: str, items: Sequence[PendingStep]) -> bool:
+        """Record several steps in one pass, or nothing at all.
+
+        The group-commit fast path of live capture (``record``, ``run``): one validation
+        pass, one ``executemany`` and one ``step_count`` update for a batch, instead of a
+        handful of statements per step. Each item is a step object with its ``step_number``
+        set, the producer's call id, and whether the step is still open; the rows written
+        are exactly those the same steps recorded one by one with ``step`` (or
+        ``start_step`` then ``end_step`` for a closed item with a call id) would give.
+
+        Only clean batches take this path: when any step would need a repair or a warning
+        (invalid values, a step number already used, a link to a missing or later step),
+        nothing is written and ``False`` is returned, so the caller records those steps one
+        by one through ``step``/``start_step``/``end_step``, which repair and warn as usual.
+
+        Raises:
+            NotFoundError: there is no such trace.
+        """
+        if not items:
+            return True
+        with self.db.write():
+            self._require_trace(trace_id)
+            datas: list[dict[str, Any]] = []
+            links: list[tuple[Any, Any]] = []
+            for data, _, _ in items:
+                redacted = self._redact_step(data)
+                links.append(
+                    (redacted.pop("parent_step", None), redacted.pop("caused_by_step", None))
+                )
+                datas.append(redacted)
+            numbers = [d.get("step_number") for d in datas]
+            if not all(type(n) is int for n in numbers) or len(set(numbers)) != len(numbers):
+                return False
+            targets = {t for pair in links for t in pair if t is not None}
+            stored = self._stored_numbers(
+                trace_id, [*numbers, *(t for t in targets if type(t) is int)]
+            )
+            if stored.intersection(numbers):
+                return False
+            try:
+                validated = validate_trace(
+                    {"agent_name": "recorder", "steps": datas}, lenient=self.lenient
+                )
+            except TraceFormatError:
+                return False
+            if validated.warnings:
+                return False
+            steps = validated.trace.steps
+            known = set(stored)
+            for step, (parent, caused_by) in zip(steps, links, strict=True):
+                for link, value in (("parent_step", parent), ("caused_by_step", caused_by)):
+                    if value is None:
+                        continue
+                    if self.lenient and isinstance(value, str) and value.strip().isdigit():
+                        value = int(value)  # as _validate_step coerces it
+                    if type(value) is not int or not 0 < value < step.step_number:
+                        return False
+                    if value not in known:
+                        return False
+                    setattr(step, link, value)
+                known.add(step.step_number)
+            fresh = iter(ids.new_ids(ids.STEP, len(steps)))
+            step_rows, decision_rows, snapshot_rows = [], [], []
+            for step, (_, call_id, is_open) in zip(steps, items, strict=True):
+                if step.duration_ms is None:
+                    step.duration_ms = duration_between(step.started_at, step.ended_at)
+                step.id = step.id or next(fresh)
+                step_rows.append(
+                    step_row(step, step.id, trace_id, call_id=call_id, is_open=is_open)
+                )
+                decision = decision_row(step, step.id, trace_id)
+                if decision is not None:
+                    decision_rows.append(decision)
+                snapshot = snapshot_row(step, step.id, trace_id)
+                if snapshot is not None:
+                    snapshot_rows.append(snapshot)
+            insert_many(self.db, "steps", STEP_COLUMNS, step_rows)
+            insert_many(self.db, "decisions", DECISION_COLUMNS, decision_rows)
+            insert_many(self.db, "snapshots", SNAPSHOT_COLUMNS, snapshot_rows)
+            execute(
+                self.db,
+                "UPDATE traces SET step_count = step_count + ? WHERE id = ?",
+                [len(steps), trace_id],
+            )
+            return True
+
+    def _redact_step(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``self.redact(data)`` for a step object, minus the values that can't hold a secret
+        (``None``, numbers, a step type, a canonical timestamp), which it would return as they
+        are: every string otherwise costs a pattern scan. Always a new dict."""
+        if self.redact is identity:
+            return dict(data)
+        kept: dict[str, Any] = {}
+        rest: dict[str, Any] = {}
+        for key, value in data.items():
+            if (
+                value is None
+                or type(value) in (int, float, bool)
+                or (
+                    key in _PLAIN_TEXT_FIELDS
+                    and type(value) is str
+                    and (value in STEP_TYPES or is_canonical(value))
+                )
+            ):
+                kept[key] = value
+            else:
+                rest[key] = value
+        redacted: dict[str, Any] = self.redact(rest)
+        redacted.update(kept)
+        return redacted
+
+    def _stored_numbers(self, trace_id: str, numbers: list[int]) -> set[int]:
+        """Which of these step numbers the trace already has."""
+        found: set[int] = set()
+        unique = sorted(set(numbers))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows = execute(
+                self.db,
+                f"SELECT step_number FROM steps WHERE trace_id = ? AND step_number IN ({marks})",
+                [trace_id, *chunk],
+            ).fetchall()
+            found.update(int(r[0]) for r in rows)
+        return found
 
     def decision(
         self,
@@ -410,6 +553,30 @@ class TraceRecorder:
             assert row is not None
             upsert_row(self.db, "snapshots", SNAPSHOT_COLUMNS, row)
 
+    def set_input(self, trace_id: str, input: Any) -> None:
+        """Set (or replace) the input of a trace that is being recorded, e.g. the first prompt
+        of a session that started before it was typed."""
+        checked = self._validate_trace({"agent_name": "recorder", "input": input})
+        with self.db.write():
+            self._require_trace(trace_id)
+            update_columns(
+                self.db,
+                "traces",
+                {"id": trace_id},
+                {"input": enc(checked.input), "input_hash": input_hash(checked.input)},
+            )
+
+    def reopen_trace(self, trace_id: str) -> None:
+        """Set a finished trace back to ``running`` (a session goes on after a turn ended)."""
+        with self.db.write():
+            self._require_trace(trace_id)
+            update_columns(
+                self.db,
+                "traces",
+                {"id": trace_id},
+                {"status": "running", "ended_at": None, "total_duration_ms": None},
+            )
+
     def end_trace(
         self,
         trace_id: str,
@@ -449,13 +616,16 @@ class TraceRecorder:
                 checked.total_duration_ms = duration_between(checked.started_at, checked.ended_at)
             values: dict[str, Any] = {
                 "status": checked.status,
-                "output": enc(checked.output),
-                "error": checked.error,
                 "ended_at": checked.ended_at,
                 "total_tokens": checked.total_tokens,
                 "total_cost_usd": checked.total_cost_usd,
                 "total_duration_ms": checked.total_duration_ms,
             }
+            # Output and error are set when given; a trace that had them keeps them otherwise.
+            if output is not None:
+                values["output"] = enc(checked.output)
+            if error is not None:
+                values["error"] = checked.error
             if checked.metadata:  # the caller's, plus an offset ended_at kept by validation
                 current = dec_meta(
                     execute(

@@ -19,7 +19,7 @@ from agent_replay.services.capture.hook_inbox import log_error, try_lock
 from agent_replay.store.db import Store
 from agent_replay.store.writes import execute
 
-BATCH = 200
+BATCH = 25  # a hook arriving mid-batch waits for the write lock at most ~25 ms
 
 
 def pending_count(store: Store) -> int:
@@ -40,15 +40,16 @@ def drain(store: Store, *, clock: Clock | None = None, store_dir: Path | None = 
         with store.write():
             rows = execute(
                 store,
-                "SELECT id, payload, options FROM hook_inbox ORDER BY id LIMIT ?",
+                "SELECT id, received_ms, payload, options FROM hook_inbox ORDER BY id LIMIT ?",
                 [BATCH],
             ).fetchall()
             if not rows:
                 return done
-            for row_id, payload, options in rows:
+            for row_id, received_ms, payload, options in rows:
                 try:
                     with store.db.atomic():  # a savepoint: a failure drops this payload only
-                        apply_hook_payload(store, json.loads(payload), json.loads(options), clock)
+                        settings = {**json.loads(options), "received_ms": received_ms}
+                        apply_hook_payload(store, json.loads(payload), settings, clock)
                 except Exception as exc:  # noqa: BLE001 - one bad payload never stops the queue
                     _report(store_dir, row_id, exc)
                 execute(store, "DELETE FROM hook_inbox WHERE id = ?", [row_id])

@@ -165,7 +165,10 @@ def run(argv: list[str], stdin: Any = None) -> int | None:
     options = parse_args(argv)
     if options is None:
         return None
-    store_dir = resolve_dir(options.pop("dir"))
+    try:
+        store_dir = resolve_dir(options.pop("dir"))
+    except OSError:  # e.g. the working directory was deleted under the harness
+        return 0
     stream = stdin if stdin is not None else sys.stdin.buffer
     try:
         raw = stream.read()

@@ -1,0 +1,273 @@
+"""Claude Code hook events -> steps (Codex CLI shares these event names; see ``hooks_codex``).
+
+| event | recorded as |
+|---|---|
+| SessionStart | the trace (created ``running``; ``resume`` and the others continue it) |
+| UserPromptSubmit | the trace input (first prompt) and a ``thought`` step ``user_prompt`` |
+| PreToolUse | an open ``tool_call`` step named after the tool, keyed by ``tool_use_id`` |
+| PostToolUse | that step closed with ``tool_response`` as output (tokens and model for Agent) |
+| PostToolUseFailure | that step closed with the ``error`` text |
+| PermissionDenied | that step closed with a ``permission denied`` error |
+| SubagentStart | a ``thought`` step ``subagent:<type>`` under the spawning Agent/Task step; the |
+|  | subagent's tool calls (payloads with ``agent_id``) nest under it |
+| SubagentStop | the subagent step closed with its last message |
+| Stop | an ``output`` step ``assistant_message``; the trace ends ``completed`` with that output |
+|  | (a later prompt reopens it: one trace per session, finished after every turn) |
+| StopFailure | an ``error`` step; the trace ends ``failed`` |
+| SessionEnd | open steps closed; the trace ends (``completed`` unless it failed) |
+| anything else | skipped (Notification, PreCompact, MessageDisplay, PostToolBatch, ...) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agent_replay.services.capture.hooks import NO_RESULT, SESSION_ENDED, Hook, as_int
+from agent_replay.store.mapping import dec
+from agent_replay.store.writes import execute
+
+ToolFailure = Callable[[Hook], str | None]
+"""The error of a successful-looking PostToolUse (Codex reports failed commands there)."""
+
+SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
+SUBAGENT_KEY = "subagent:"
+
+
+def apply(hook: Hook, *, tool_failure: ToolFailure | None = None) -> None:
+    """Record one Claude Code (or Codex CLI) hook payload."""
+    event = hook.event
+    if event == "SessionStart":
+        hook.active_trace()
+    elif event == "UserPromptSubmit":
+        user_prompt(hook)
+    elif event == "PreToolUse":
+        pre_tool(hook)
+    elif event == "PostToolUse":
+        post_tool(hook, tool_failure(hook) if tool_failure else None)
+    elif event == "PostToolUseFailure":
+        failed = hook.text("error") or "the tool call failed"
+        post_tool(hook, failed, interrupted=hook.payload.get("is_interrupt") is True)
+    elif event == "PermissionDenied":
+        reason = hook.text("reason")
+        post_tool(hook, "permission denied" + (f": {reason}" if reason else ""))
+    elif event == "SubagentStart":
+        agent_id = hook.text("agent_id")
+        if agent_id:
+            subagent_step(hook, agent_id, hook.text("agent_type"))
+    elif event == "SubagentStop":
+        subagent_stop(hook)
+    elif event == "Stop":
+        stop(hook, hook.text("last_assistant_message"))
+    elif event == "StopFailure":
+        stop_failure(hook)
+    elif event == "SessionEnd":
+        session_end(hook)
+
+
+NAME_KEY = "tool:"
+
+
+def call_key(hook: Hook) -> str:
+    """The harness's call id, or (without one) the tool's name: results then pair with calls
+    of the same tool in order."""
+    call_id = hook.text("tool_use_id")
+    return call_id or f"{NAME_KEY}{hook.text('tool_name') or 'tool'}"
+
+
+def user_prompt(hook: Hook) -> None:
+    """A prompt starts a turn: the session's first one is the trace's input."""
+    prompt = hook.text("prompt")
+    trace_id = hook.active_trace(prompt=prompt)
+    meta = {k: hook.payload[k] for k in ("prompt_id", "turn_id") if hook.text(k)}
+    hook.record(
+        {
+            "step_type": "thought",
+            "name": "user_prompt",
+            "input": hook.keep(prompt),
+            "metadata": meta,
+        },
+        trace_id=trace_id,
+    )
+
+
+def _agent_metadata(hook: Hook) -> dict[str, Any]:
+    return {k: hook.payload[k] for k in ("agent_id", "agent_type") if hook.text(k)}
+
+
+def _parent(hook: Hook) -> int | None:
+    """The subagent step a subagent's tool call nests under (``None`` for the main agent)."""
+    agent_id = hook.text("agent_id")
+    return subagent_step(hook, agent_id, hook.text("agent_type")) if agent_id else None
+
+
+def pre_tool(hook: Hook) -> None:
+    """A tool call starts: an open step keyed by the call id."""
+    key = call_key(hook)
+    hook.start(
+        "tool_call",
+        hook.text("tool_name"),
+        call_id=key,
+        input=hook.payload.get("tool_input"),
+        parent_step=_parent(hook),
+        metadata=_agent_metadata(hook),
+        unique=not key.startswith(NAME_KEY),
+    )
+
+
+def post_tool(hook: Hook, error: str | None, *, interrupted: bool = False) -> None:
+    """A tool call returned (or failed): close its step with the result."""
+    name = hook.text("tool_name")
+    tool_input = hook.payload.get("tool_input")
+    response = hook.payload.get("tool_response")
+    tokens = model = None
+    if name in SUBAGENT_TOOLS and isinstance(response, dict):  # the subagent's usage
+        tokens = as_int(response.get("totalTokens"))
+        resolved = response.get("resolvedModel")
+        model = resolved if isinstance(resolved, str) else None
+    duration = hook.payload.get("duration_ms")
+    meta = _agent_metadata(hook)
+    if interrupted:
+        meta["interrupted"] = True
+    number = hook.finish_tool(
+        call_key(hook),
+        name,
+        input=tool_input,
+        output=response,
+        error=error,
+        duration_ms=float(duration) if as_int(duration) is not None else None,
+        tokens_used=tokens,
+        model=model,
+        parent_step=_parent(hook),
+        metadata=meta,
+    )
+    background = isinstance(tool_input, dict) and tool_input.get("run_in_background") is True
+    if name in SUBAGENT_TOOLS and not background:  # a background agent outlives its call
+        _close_subagents_of(hook, number)
+
+
+def _close_subagents_of(hook: Hook, parent: int) -> None:
+    """A subagent whose stop was not recorded ends with the tool call that spawned it."""
+    trace_id = hook.active_trace()
+    rows = execute(
+        hook.store,
+        "SELECT step_number FROM steps WHERE trace_id = ? AND parent_step = ? AND is_open = 1 "
+        "AND call_id LIKE ?",
+        [trace_id, parent, SUBAGENT_KEY + "%"],
+    ).fetchall()
+    for (number,) in rows:
+        hook.rec.end_step(trace_id, int(number), ended_at=hook.at)
+
+
+def subagent_step(hook: Hook, agent_id: str, agent_type: str | None) -> int:
+    """The step of subagent ``agent_id``, opened under the tool call that spawned it on
+    first sight (its SubagentStart, or its first tool call if SubagentStart is not
+    registered)."""
+    key = SUBAGENT_KEY + agent_id
+    found = hook.latest_step(key)
+    if found is not None:
+        return found[0]
+    trace_id = hook.active_trace()
+    parent = _spawning_step(hook, trace_id, agent_type)
+    prompt = None
+    if parent is not None:
+        spawn_input = hook.step_row(parent)["input"]
+        if isinstance(spawn_input, dict):
+            prompt = spawn_input.get("prompt")
+    meta = {"agent_id": agent_id, **({"agent_type": agent_type} if agent_type else {})}
+    return hook.start(
+        "thought",
+        f"subagent:{agent_type or 'agent'}",
+        call_id=key,
+        input=prompt,
+        parent_step=parent,
+        metadata=meta,
+        trace_id=trace_id,
+    )
+
+
+def _spawning_step(hook: Hook, trace_id: str, agent_type: str | None) -> int | None:
+    """The open Agent/Task call that spawned a subagent: the oldest not yet claimed by
+    another subagent, preferring one that asked for this agent type."""
+    rows = execute(
+        hook.store,
+        "SELECT step_number, name, input FROM steps WHERE trace_id = ? AND is_open = 1 "
+        "AND step_type = 'tool_call' ORDER BY step_number",
+        [trace_id],
+    ).fetchall()
+    spawners = [(int(n), dec(raw)) for n, name, raw in rows if name in SUBAGENT_TOOLS]
+    if not spawners:  # another harness's name for it (spawn_agent, ...)
+        spawners = [(int(n), dec(raw)) for n, name, raw in rows if "agent" in (name or "").lower()]
+    if not spawners:
+        return None
+    claimed = {
+        int(r[0])
+        for r in execute(
+            hook.store,
+            "SELECT parent_step FROM steps WHERE trace_id = ? AND call_id LIKE ? "
+            "AND parent_step IS NOT NULL",
+            [trace_id, SUBAGENT_KEY + "%"],
+        ).fetchall()
+    }
+    free = [(n, data) for n, data in spawners if n not in claimed]
+    for number, data in free:
+        if isinstance(data, dict) and agent_type and data.get("subagent_type") == agent_type:
+            return number
+    return free[0][0] if free else spawners[-1][0]
+
+
+def subagent_stop(hook: Hook) -> None:
+    """A subagent finished: close its step with its last message (also when the spawning
+    call already returned and closed it)."""
+    agent_id = hook.text("agent_id")
+    found = hook.latest_step(SUBAGENT_KEY + agent_id) if agent_id else None
+    if found is None:
+        return
+    meta = {}
+    if hook.text("agent_transcript_path"):
+        meta["agent_transcript_path"] = hook.payload["agent_transcript_path"]
+    hook.rec.end_step(
+        hook.active_trace(),
+        found[0],
+        output=hook.keep(hook.text("last_assistant_message")),
+        ended_at=hook.at,
+        metadata=meta,
+    )
+
+
+def stop(hook: Hook, message: str | None) -> None:
+    """A turn finished: its last message is an output step and the trace's output, and the
+    trace is ``completed`` until the next prompt reopens it."""
+    trace_id = hook.trace()
+    hook.close_open(NO_RESULT, step_type="tool_call")
+    if message:
+        hook.record(
+            {"step_type": "output", "name": "assistant_message", "output": hook.keep(message)},
+            trace_id=trace_id,
+        )
+    hook.finish("completed", output=hook.keep(message))
+
+
+def stop_failure(hook: Hook) -> None:
+    """A turn ended on an API error: an error step, and the trace ``failed``."""
+    parts = [hook.payload.get(k) for k in ("error", "error_type", "error_message", "message")]
+    texts = [p for p in parts if isinstance(p, str) and p]
+    details = hook.payload.get("error_details")
+    if isinstance(details, str) and details:
+        texts.append(details)
+    error = "\n".join(dict.fromkeys(texts)) or "the turn stopped on an error"
+    trace_id = hook.trace()
+    hook.close_open(NO_RESULT, step_type="tool_call")
+    hook.record(
+        {"step_type": "error", "name": "stop_failure", "error": hook.error(error)},
+        trace_id=trace_id,
+    )
+    hook.finish("failed", error=hook.error(error))
+
+
+def session_end(hook: Hook) -> None:
+    """The session ended: close what is still open and end the trace."""
+    hook.trace()
+    hook.close_open(SESSION_ENDED)
+    reason = hook.text("reason")
+    hook.finish("completed", metadata={"end_reason": reason} if reason else None)

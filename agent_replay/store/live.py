@@ -1,0 +1,732 @@
+"""Live reads for ``agent-replay watch``: the traces worth watching and their steps as they
+arrive, read incrementally so a poll costs what changed, not what exists.
+
+Two kinds of change reach the store while a trace runs (see ``services.recorder``): new step
+rows (``start_step``/``step`` insert with ``is_open`` 1 or 0) and updates in place (``end_step``
+closes an open step and sets its output, error and tokens; ``decision``/``snapshot`` replace a
+row in their own tables; ``end_trace`` updates the trace). So a poll reads:
+
+- new steps: ``rowid > cursor`` on the rowid B-tree (a range seek; ``+trace_id`` keeps SQLite
+  from preferring the ``(trace_id, step_number)`` index, which would scan whole traces);
+- the steps it last saw open, by rowid, to catch the ones closed since;
+- new decision and snapshot rows past their own rowid cursors (markers on the selected trace);
+- the short list of watched traces (running first, then recently finished: two ``LIMIT``
+  queries on indexed columns).
+
+A trace first seen gets a one-time baseline (its tokens, errors, blocks, last activity and
+open steps); from then on its figures move by deltas. ``LiveFeed`` keeps that state and one
+connection of its own, so ``PRAGMA data_version`` (per connection: it changes when another
+connection commits) turns an idle poll into a single pragma.
+
+SQLite only in what it relies on (``rowid``, ``data_version``): a PostgreSQL store would need a
+sequence column in place of the rowid; the feed then polls without the cheap signal.
+
+No Textual, no Rich: the TUI calls this from thread workers.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from peewee import SqliteDatabase
+
+from agent_replay.store.db import BUSY_TIMEOUT_S, PRAGMAS, Store
+from agent_replay.store.stats import GUARD_BLOCK_SQL
+from agent_replay.store.writes import execute
+from agent_replay.trace.base import time_ms
+
+RUNNING_LIMIT = 50
+"""Running traces listed at most (the newest started)."""
+FINISHED_LIMIT = 20
+"""Finished traces listed at most, after the running ones."""
+PREVIEW_CHARS = 500
+"""How much of an error or a guard check's output a live step carries (for the note line)."""
+_CHUNK = 500  # bound on the number of parameters in one IN (...) list
+
+_STEP_SELECT = (
+    "SELECT s.rowid, s.trace_id, s.step_number, s.step_type, s.name, "
+    f"substr(s.error, 1, {PREVIEW_CHARS}), {GUARD_BLOCK_SQL}, "
+    f"CASE WHEN s.step_type = 'guard_check' THEN substr(s.output, 1, {PREVIEW_CHARS}) END, "
+    "s.started_at, s.ended_at, s.duration_ms, s.tokens_used, s.is_open, "
+    "EXISTS (SELECT 1 FROM decisions d WHERE d.step_id = s.id), "
+    "EXISTS (SELECT 1 FROM snapshots n WHERE n.step_id = s.id) "
+    "FROM steps s"
+)
+_TRACE_SELECT = (
+    "SELECT t.id, t.agent_name, t.status, t.session_id, t.started_at, t.ended_at, "
+    "t.step_count, t.total_tokens, t.error FROM traces t"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveFilter:
+    """Which traces ``watch`` shows (``None``: any)."""
+
+    session: str | None = None
+    """Only traces of this ``session_id`` (exact)."""
+    agent: str | None = None
+    """Only traces of this ``agent_name`` (exact)."""
+
+    def describe(self) -> str:
+        """``session S · agent A`` (empty when nothing is filtered)."""
+        parts = []
+        if self.session:
+            parts.append(f"session {self.session}")
+        if self.agent:
+            parts.append(f"agent {self.agent}")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveStep:
+    """What the live view needs of one step (payloads left out but for short previews)."""
+
+    rowid: int
+    """The row's SQLite rowid: the feed's cursor."""
+    trace_id: str
+    step_number: int
+    step_type: str
+    name: str | None
+    error: str | None
+    """The step's error, cut to ``PREVIEW_CHARS``."""
+    blocked: bool
+    """A guard check that blocked its action (``stats.GUARD_BLOCK_SQL``)."""
+    guard_output: str | None
+    """A guard check's output (JSON text), cut to ``PREVIEW_CHARS``."""
+    started_at: str | None
+    ended_at: str | None
+    duration_ms: float | None
+    tokens_used: int | None
+    is_open: bool
+    """Started and not yet ended (``start_step`` without ``end_step``)."""
+    has_decision: bool
+    has_snapshot: bool
+
+    @property
+    def is_error(self) -> bool:
+        """An error step, or a step that failed (a blocked guard check counts as a block)."""
+        return not self.blocked and (self.step_type == "error" or self.error is not None)
+
+    @property
+    def activity_ms(self) -> int | None:
+        """The latest instant this step shows activity at (its end, else its start)."""
+        return _latest_ms(self.started_at, self.ended_at)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> LiveStep:
+        return cls(
+            rowid=int(row[0]),
+            trace_id=str(row[1]),
+            step_number=int(row[2]),
+            step_type=str(row[3]),
+            name=row[4],
+            error=row[5],
+            blocked=bool(row[6]),
+            guard_output=row[7],
+            started_at=row[8],
+            ended_at=row[9],
+            duration_ms=row[10],
+            tokens_used=row[11],
+            is_open=bool(row[12]),
+            has_decision=bool(row[13]),
+            has_snapshot=bool(row[14]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TraceHead:
+    """A watched trace's own columns (no step aggregates)."""
+
+    id: str
+    agent_name: str
+    status: str
+    session_id: str | None
+    started_at: str | None
+    ended_at: str | None
+    step_count: int
+    total_tokens: int | None
+    error: str | None
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveTrace:
+    """One row of the watch list: the trace and its live figures."""
+
+    id: str
+    agent_name: str
+    status: str
+    session_id: str | None
+    started_at: str | None
+    ended_at: str | None
+    step_count: int
+    tokens: int | None
+    """The trace's total once finished; while running, the sum over its steps so far."""
+    errors: int
+    """Error steps and failed steps (blocked guard checks are counted in ``blocks``)."""
+    blocks: int
+    """Guard checks that blocked their action."""
+    open_steps: int
+    """Steps started and not yet ended."""
+    last_activity_ms: int | None
+    """The latest start or end of the trace or any of its steps (ms since the epoch)."""
+    error: str | None
+
+    @property
+    def is_running(self) -> bool:
+        return self.status == "running"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCursor:
+    """The highest rowids read so far, per table."""
+
+    steps: int = 0
+    decisions: int = 0
+    snapshots: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """A trace's figures at first sight, read once."""
+
+    count: int
+    tokens: int
+    has_tokens: bool
+    errors: int
+    blocks: int
+    last_activity_ms: int | None
+    open_steps: list[LiveStep]
+
+
+@dataclass(frozen=True)
+class LiveUpdate:
+    """What one poll saw: the watched traces and the selected trace's steps (snapshots)."""
+
+    traces: tuple[LiveTrace, ...]
+    """Running traces (newest start first), then finished ones (latest end first)."""
+    selected: str | None
+    """The trace whose steps are in ``steps`` (the first listed when none was asked for)."""
+    steps: tuple[LiveStep, ...]
+    """Every step of the selected trace, in step order."""
+
+    @property
+    def running(self) -> int:
+        return sum(1 for trace in self.traces if trace.is_running)
+
+
+@dataclass
+class FeedStats:
+    """Counters that show a poll's cost (the tests assert polls stay incremental)."""
+
+    polls: int = 0
+    """Calls to ``poll``."""
+    idle: int = 0
+    """Polls answered by ``data_version`` alone (nothing committed since the last read)."""
+    steps_read: int = 0
+    """Step rows read, over all polls."""
+    full_loads: int = 0
+    """Whole-trace step loads (once per selected trace)."""
+    baselines: int = 0
+    """Per-trace baselines read (once per trace first seen)."""
+
+
+# --- queries ---------------------------------------------------------------------------------
+
+
+def data_version(store: Store) -> int | None:
+    """SQLite's ``PRAGMA data_version`` on this connection (``None`` on other databases).
+
+    It changes when *another* connection commits, so it only means something when asked
+    twice on the same connection.
+    """
+    if not isinstance(store.db, SqliteDatabase):
+        return None
+    return int(store.db.execute_sql("PRAGMA data_version").fetchone()[0])
+
+
+def max_rowids(store: Store) -> LiveCursor:
+    """The highest rowid of steps, decisions and snapshots (each a seek to the B-tree's end)."""
+    row = execute(
+        store,
+        "SELECT (SELECT MAX(rowid) FROM steps), (SELECT MAX(rowid) FROM decisions), "
+        "(SELECT MAX(rowid) FROM snapshots)",
+    ).fetchone()
+    return LiveCursor(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
+
+
+def watched_traces(
+    store: Store,
+    filters: LiveFilter | None = None,
+    *,
+    running_limit: int = RUNNING_LIMIT,
+    finished_limit: int = FINISHED_LIMIT,
+) -> list[TraceHead]:
+    """Running traces (newest started first), then recently finished ones (latest end first).
+
+    "Recently finished" is taken among the ``finished_limit`` traces started last (an index
+    range), then ordered by their end, so the query stays a ``LIMIT`` on a large store.
+    """
+    filters = filters or LiveFilter()
+    where: list[str] = []
+    params: list[Any] = []
+    if filters.session is not None:
+        where.append("t.session_id = ?")
+        params.append(filters.session)
+    if filters.agent is not None:
+        where.append("t.agent_name = ?")
+        params.append(filters.agent)
+    extra = "".join(f" AND {clause}" for clause in where)
+    order = " ORDER BY t.started_at_ms DESC, t.id DESC LIMIT ?"
+    running = execute(
+        store,
+        f"{_TRACE_SELECT} WHERE t.status = 'running'{extra}{order}",
+        [*params, running_limit],
+    ).fetchall()
+    finished = execute(
+        store,
+        f"{_TRACE_SELECT} WHERE t.status <> 'running'{extra}{order}",
+        [*params, finished_limit],
+    ).fetchall()
+    heads = [_head(row) for row in running]
+    done = [_head(row) for row in finished]
+    # Latest end first; a trace without an end (imported that way) goes by its start.
+    done.sort(key=lambda h: _latest_ms(h.started_at, h.ended_at) or 0, reverse=True)
+    return heads + done
+
+
+def steps_after(store: Store, after: int, upto: int, trace_ids: Sequence[str]) -> list[LiveStep]:
+    """Steps of these traces with ``after < rowid <= upto``, in rowid (arrival) order."""
+    out: list[LiveStep] = []
+    if upto <= after:
+        return out
+    for chunk in _chunks(list(dict.fromkeys(trace_ids))):
+        marks = ", ".join("?" * len(chunk))
+        rows = execute(
+            store,
+            f"{_STEP_SELECT} WHERE s.rowid > ? AND s.rowid <= ? AND +s.trace_id IN ({marks}) "
+            "ORDER BY s.rowid",
+            [after, upto, *chunk],
+        ).fetchall()
+        out.extend(LiveStep.from_row(row) for row in rows)
+    if len(trace_ids) > _CHUNK:  # several chunks: merge them back into arrival order
+        out.sort(key=lambda step: step.rowid)
+    return out
+
+
+def steps_by_rowid(store: Store, rowids: Sequence[int]) -> list[LiveStep]:
+    """These steps as they are now (rowids that no longer exist are left out)."""
+    out: list[LiveStep] = []
+    for chunk in _chunks(list(rowids)):
+        marks = ", ".join("?" * len(chunk))
+        rows = execute(store, f"{_STEP_SELECT} WHERE s.rowid IN ({marks})", chunk).fetchall()
+        out.extend(LiveStep.from_row(row) for row in rows)
+    return out
+
+
+def trace_live_steps(store: Store, trace_id: str) -> list[LiveStep]:
+    """Every step of a trace, in step order (the one full read, when a trace is selected)."""
+    rows = execute(
+        store, f"{_STEP_SELECT} WHERE s.trace_id = ? ORDER BY s.step_number", [trace_id]
+    ).fetchall()
+    return [LiveStep.from_row(row) for row in rows]
+
+
+def touched_steps(
+    store: Store, after: LiveCursor, upto: LiveCursor, trace_id: str
+) -> list[LiveStep]:
+    """Steps of a trace that got a decision or a snapshot between the two cursors."""
+    ids: list[str] = []
+    for table, low, high in (
+        ("decisions", after.decisions, upto.decisions),
+        ("snapshots", after.snapshots, upto.snapshots),
+    ):
+        if high > low:
+            rows = execute(
+                store,
+                f"SELECT step_id FROM {table} WHERE rowid > ? AND rowid <= ? AND +trace_id = ?",
+                [low, high, trace_id],
+            ).fetchall()
+            ids.extend(row[0] for row in rows)
+    out: list[LiveStep] = []
+    for chunk in _chunks(list(dict.fromkeys(ids))):
+        marks = ", ".join("?" * len(chunk))
+        rows = execute(store, f"{_STEP_SELECT} WHERE s.id IN ({marks})", chunk).fetchall()
+        out.extend(LiveStep.from_row(row) for row in rows)
+    return out
+
+
+def trace_baseline(store: Store, trace_id: str) -> Baseline:
+    """A trace's steps, tokens, errors, blocks, last activity and open steps, read once."""
+    row = execute(
+        store,
+        "SELECT COUNT(*), COALESCE(SUM(tokens_used), 0), COUNT(tokens_used), "
+        "COALESCE(SUM(CASE WHEN blocked = 0 AND (step_type = 'error' OR error IS NOT NULL) "
+        "THEN 1 ELSE 0 END), 0), COALESCE(SUM(blocked), 0), MAX(started_at_ms), MAX(ended_at) "
+        f"FROM (SELECT s.tokens_used, s.step_type, s.error, s.started_at_ms, s.ended_at, "
+        f"{GUARD_BLOCK_SQL} AS blocked FROM steps s WHERE s.trace_id = ?) AS x",
+        [trace_id],
+    ).fetchone()
+    open_rows = execute(
+        store, f"{_STEP_SELECT} WHERE s.trace_id = ? AND s.is_open = 1", [trace_id]
+    ).fetchall()
+    ended_ms = time_ms(row[6]) if row[6] else None
+    last = max((ms for ms in (row[5], ended_ms) if ms is not None), default=None)
+    return Baseline(
+        count=int(row[0]),
+        tokens=int(row[1]),
+        has_tokens=int(row[2]) > 0,
+        errors=int(row[3]),
+        blocks=int(row[4]),
+        last_activity_ms=None if last is None else int(last),
+        open_steps=[LiveStep.from_row(r) for r in open_rows],
+    )
+
+
+def _head(row: Sequence[Any]) -> TraceHead:
+    return TraceHead(
+        id=str(row[0]),
+        agent_name=str(row[1]),
+        status=str(row[2]),
+        session_id=row[3],
+        started_at=row[4],
+        ended_at=row[5],
+        step_count=int(row[6] or 0),
+        total_tokens=row[7],
+        error=row[8],
+    )
+
+
+def _chunks(items: list[Any]) -> Iterator[list[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _latest_ms(*instants: str | None) -> int | None:
+    values = [time_ms(value) for value in instants if value]
+    return max((v for v in values if v is not None), default=None)
+
+
+# --- the feed --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Tally:
+    """A watched trace's running figures, moved by deltas after its baseline."""
+
+    count: int = 0
+    tokens: int = 0
+    has_tokens: bool = False
+    errors: int = 0
+    blocks: int = 0
+    last_ms: int | None = None
+
+    def add(self, step: LiveStep, sign: int = 1) -> None:
+        self.count += sign
+        if step.tokens_used is not None:
+            self.tokens += sign * step.tokens_used
+            self.has_tokens = True
+        self.errors += sign * step.is_error
+        self.blocks += sign * step.blocked
+        activity = step.activity_ms
+        if sign > 0 and activity is not None and (self.last_ms is None or activity > self.last_ms):
+            self.last_ms = activity
+
+
+@dataclass
+class _Selected:
+    """The selected trace's steps, kept in step order, updated in place."""
+
+    trace_id: str
+    steps: list[LiveStep] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)
+
+    def put(self, step: LiveStep) -> None:
+        """Add a new step or replace the one with its number (usually an append)."""
+        number = step.step_number
+        if not self.numbers or number > self.numbers[-1]:
+            self.steps.append(step)
+            self.numbers.append(number)
+            return
+        index = bisect_left(self.numbers, number)
+        if index < len(self.numbers) and self.numbers[index] == number:
+            self.steps[index] = step
+        else:
+            self.steps.insert(index, step)
+            self.numbers.insert(index, number)
+
+    def drop(self, step: LiveStep) -> None:
+        index = bisect_left(self.numbers, step.step_number)
+        if index < len(self.numbers) and self.steps[index].rowid == step.rowid:
+            del self.steps[index]
+            del self.numbers[index]
+
+
+class LiveFeed:
+    """Incremental reads of the watched traces, one ``poll`` at a time from any thread.
+
+    Args:
+        store: the store to watch; the feed opens its own connection to the same file (so
+            ``PRAGMA data_version`` compares like with like) and closes it in ``close``.
+        filters: which traces to watch.
+        running_limit, finished_limit: how many running and finished traces to list.
+
+    Example:
+        >>> feed = LiveFeed(store, LiveFilter(agent="support-bot"))
+        >>> update = feed.poll(None)       # the first running trace, with all its steps
+        >>> feed.poll(update.selected)     # None until something is committed
+        >>> feed.close()
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        filters: LiveFilter | None = None,
+        *,
+        running_limit: int = RUNNING_LIMIT,
+        finished_limit: int = FINISHED_LIMIT,
+    ) -> None:
+        self.store = store
+        self.filters = filters or LiveFilter()
+        self.running_limit = running_limit
+        self.finished_limit = finished_limit
+        self.stats = FeedStats()
+        """What the polls cost so far."""
+        self._lock = threading.Lock()
+        self._closed = False
+        self._own: Store | None = None
+        self._version: int | None = None
+        self._cursor: LiveCursor | None = None
+        self._tallies: dict[str, _Tally] = {}
+        self._open: dict[int, LiveStep] = {}
+        self._selected: _Selected | None = None
+
+    # --- connection ----------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[Store]:
+        """The feed's own long-lived connection (SQLite), else a connection for this poll."""
+        if isinstance(self.store.db, SqliteDatabase) and self.store.path is not None:
+            if self._own is None:
+                # Used by one worker thread at a time (poll holds the lock), from many threads.
+                db = SqliteDatabase(
+                    str(self.store.path),
+                    pragmas=PRAGMAS,
+                    timeout=BUSY_TIMEOUT_S,
+                    autoconnect=False,
+                    thread_safe=False,
+                    check_same_thread=False,
+                )
+                db.connect()
+                self._own = Store(db, self.store.path)
+            yield self._own
+        else:
+            with self.store.db.connection_context():
+                yield self.store
+
+    def close(self) -> None:
+        """Close the feed's connection; a poll running meanwhile closes it on its way out."""
+        self._closed = True
+        if self._lock.acquire(timeout=1.0):
+            try:
+                self._disconnect()
+            finally:
+                self._lock.release()
+
+    def _disconnect(self) -> None:
+        if self._own is not None:
+            self._own.db.close()
+            self._own = None
+
+    # --- polling -------------------------------------------------------------------------
+
+    def poll(self, selected: str | None, *, force: bool = False) -> LiveUpdate | None:
+        """Read what changed since the last poll.
+
+        Args:
+            selected: the trace whose steps to return; ``None`` picks the first listed.
+            force: read even if nothing was committed since the last poll.
+
+        Returns:
+            The watched traces and the selected trace's steps, or ``None`` when nothing was
+            committed since the last poll and the selection is unchanged (or the feed is
+            closed).
+        """
+        with self._lock:
+            if self._closed:
+                return None
+            try:
+                self.stats.polls += 1
+                with self._connection() as store:
+                    version = data_version(store)
+                    same_selection = selected is None or (
+                        self._selected is not None and self._selected.trace_id == selected
+                    )
+                    if (
+                        not force
+                        and version is not None
+                        and version == self._version
+                        and self._cursor is not None
+                        and same_selection
+                    ):
+                        self.stats.idle += 1
+                        return None
+                    with store.db.atomic():  # one read snapshot for the whole poll
+                        update = self._read(store, selected)
+                    self._version = version
+                    return update
+            finally:
+                if self._closed:
+                    self._disconnect()
+
+    def _read(self, store: Store, selected: str | None) -> LiveUpdate:
+        heads = watched_traces(
+            store,
+            self.filters,
+            running_limit=self.running_limit,
+            finished_limit=self.finished_limit,
+        )
+        top = max_rowids(store)
+        if self._cursor is not None and top.steps < self._cursor.steps:
+            self._reset()  # rows at the tail were deleted: rowids may be reused, start over
+        if self._cursor is not None:
+            self._apply_changes(store, self._cursor, top)
+        self._cursor = top
+        if selected is None and self._selected is not None:
+            selected = self._selected.trace_id
+        if selected is None and heads:
+            selected = heads[0].id
+        for head in heads:
+            tally = self._tallies.get(head.id)
+            if tally is not None and tally.count != head.step_count:
+                # Steps were deleted or rewritten in place of others (not something the
+                # recorder does): deltas can't follow that, so read this trace afresh.
+                self._forget(head.id)
+                if self._selected is not None and self._selected.trace_id == head.id:
+                    self._selected = None
+        self._track(store, [h.id for h in heads] + ([selected] if selected else []))
+        if selected is not None and (self._selected is None or self._selected.trace_id != selected):
+            steps = trace_live_steps(store, selected)
+            self.stats.steps_read += len(steps)
+            self.stats.full_loads += 1
+            self._selected = _Selected(selected, steps, [s.step_number for s in steps])
+        elif selected is None:
+            self._selected = None
+        return LiveUpdate(
+            traces=tuple(self._live_trace(head) for head in heads),
+            selected=selected,
+            steps=tuple(self._selected.steps) if self._selected else (),
+        )
+
+    def _reset(self) -> None:
+        self._cursor = None
+        self._tallies.clear()
+        self._open.clear()
+        self._selected = None
+
+    def _apply_changes(self, store: Store, cursor: LiveCursor, top: LiveCursor) -> None:
+        """Fold in the steps added since ``cursor``, the open steps closed since, and the
+        steps of the selected trace that got a decision or a snapshot."""
+        selected = self._selected
+        new = steps_after(store, cursor.steps, top.steps, list(self._tallies))
+        self.stats.steps_read += len(new)
+        for step in new:
+            self._tallies[step.trace_id].add(step)
+            if step.is_open:
+                self._open[step.rowid] = step
+            if selected is not None and step.trace_id == selected.trace_id:
+                selected.put(step)
+        watching = [rowid for rowid, step in self._open.items() if step.rowid <= cursor.steps]
+        if watching:
+            now = {step.rowid: step for step in steps_by_rowid(store, watching)}
+            self.stats.steps_read += len(now)
+            for rowid in watching:
+                before = self._open[rowid]
+                after = now.get(rowid)
+                if after == before:
+                    continue
+                tally = self._tallies.get(before.trace_id)
+                if tally is not None:
+                    tally.add(before, -1)
+                    if after is not None:
+                        tally.add(after)
+                if after is None or not after.is_open:
+                    del self._open[rowid]
+                else:
+                    self._open[rowid] = after
+                if selected is not None and before.trace_id == selected.trace_id:
+                    if after is None:
+                        selected.drop(before)
+                    else:
+                        selected.put(after)
+        if selected is not None and (
+            top.decisions > cursor.decisions or top.snapshots > cursor.snapshots
+        ):
+            touched = touched_steps(store, cursor, top, selected.trace_id)
+            self.stats.steps_read += len(touched)
+            for step in touched:
+                selected.put(step)
+                if step.rowid in self._open:
+                    self._open[step.rowid] = step
+
+    def _forget(self, trace_id: str) -> None:
+        self._tallies.pop(trace_id, None)
+        for rowid in [r for r, step in self._open.items() if step.trace_id == trace_id]:
+            del self._open[rowid]
+
+    def _track(self, store: Store, trace_ids: list[str]) -> None:
+        """Start tallying traces first seen (a baseline each); forget the ones gone."""
+        wanted = set(trace_ids)
+        for trace_id in list(self._tallies):
+            if trace_id not in wanted:
+                del self._tallies[trace_id]
+        for rowid in [r for r, step in self._open.items() if step.trace_id not in wanted]:
+            del self._open[rowid]
+        for trace_id in dict.fromkeys(trace_ids):
+            if trace_id in self._tallies:
+                continue
+            base = trace_baseline(store, trace_id)
+            self.stats.baselines += 1
+            self.stats.steps_read += len(base.open_steps)
+            self._tallies[trace_id] = _Tally(
+                base.count,
+                base.tokens,
+                base.has_tokens,
+                base.errors,
+                base.blocks,
+                base.last_activity_ms,
+            )
+            for step in base.open_steps:
+                self._open[step.rowid] = step
+
+    def _live_trace(self, head: TraceHead) -> LiveTrace:
+        tally = self._tallies.get(head.id) or _Tally()
+        if not head.is_running and head.total_tokens is not None:
+            tokens: int | None = head.total_tokens
+        else:
+            tokens = tally.tokens if tally.has_tokens else None
+        instants = [_latest_ms(head.started_at, head.ended_at), tally.last_ms]
+        last = max((ms for ms in instants if ms is not None), default=None)
+        return LiveTrace(
+            id=head.id,
+            agent_name=head.agent_name,
+            status=head.status,
+            session_id=head.session_id,
+            started_at=head.started_at,
+            ended_at=head.ended_at,
+            step_count=head.step_count,
+            tokens=tokens,
+            errors=tally.errors,
+            blocks=tally.blocks,
+            open_steps=sum(1 for step in self._open.values() if step.trace_id == head.id),
+            last_activity_ms=last,
+            error=head.error,
+        )

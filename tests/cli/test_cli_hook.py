@@ -1,0 +1,248 @@
+"""``agent-replay hook`` as a harness runs it: a real process, a payload on stdin, exit 0 and
+nothing on stdout whatever happens, no heavy imports on the fast path, and many hooks at once
+into one store with the real detached drainer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count
+from agent_replay.store.db import Store
+from agent_replay.store.queries import trace_json
+from agent_replay.store.writes import execute
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
+PROMPT_EVENT = {
+    "session_id": "sess-cli-1",
+    "transcript_path": "/home/u/.claude/projects/p/sess-cli-1.jsonl",
+    "cwd": "/home/u/p",
+    "hook_event_name": "UserPromptSubmit",
+    "prompt": "What is in notes.txt?",
+}
+
+
+def run_hook(
+    store_dir: Path,
+    *args: str,
+    stdin: bytes | str = b"",
+    spawn: bool = False,
+    extra_env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m agent_replay hook ARGS`` with ``stdin``; no drainer unless ``spawn``."""
+    env = {**os.environ, "AGENT_REPLAY_DIR": str(store_dir), **(extra_env or {})}
+    env.pop("AGENT_REPLAY_HOOK_NO_SPAWN", None)
+    if not spawn:
+        env["AGENT_REPLAY_HOOK_NO_SPAWN"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "agent_replay", "hook", *args],
+        input=stdin.encode("utf-8") if isinstance(stdin, str) else stdin,
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def traces(store: Store) -> list[dict[str, Any]]:
+    rows = execute(store, "SELECT id FROM traces ORDER BY started_at_ms").fetchall()
+    return [trace_json(store, row[0]) for row in rows]
+
+
+# --- capture mode never fails the harness ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [b"", b"   \n", b"not json", b"\x00\xff\xfe garbage", b"[1, 2, 3]", b'{"no": "session"}'],
+    ids=["empty", "blank", "text", "binary", "array", "no-session"],
+)
+def test_bad_input_exits_0_and_prints_nothing(store: Store, store_dir: Path, stdin: bytes) -> None:
+    done = run_hook(store_dir, stdin=stdin)
+    assert (done.returncode, done.stdout) == (0, b"")
+    drain_with_lock(store_dir)
+    assert traces(store) == []
+    assert pending_count(store) == 0
+
+
+def test_a_mistyped_flag_exits_0_with_the_error_on_stderr(store_dir: Path) -> None:
+    """Claude Code reads exit code 2 as "block this tool call": a typo must never do that."""
+    done = run_hook(store_dir, "--bogus", stdin=json.dumps(PROMPT_EVENT))
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert b"--bogus" in done.stderr
+
+
+@pytest.mark.parametrize("problem", ["dir-is-a-file", "db-is-a-dir", "db-is-garbage"])
+def test_an_unusable_store_exits_0_and_prints_nothing(tmp_path: Path, problem: str) -> None:
+    folder = tmp_path / "store"
+    if problem == "dir-is-a-file":
+        folder.write_text("a file where the store should be")
+        folder = folder / "inner"
+    elif problem == "db-is-a-dir":
+        (folder / "traces.db").mkdir(parents=True)
+    else:
+        folder.mkdir()
+        (folder / "traces.db").write_bytes(b"this is not a database" * 100)
+    done = run_hook(folder, stdin=json.dumps(PROMPT_EVENT))
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_help_exits_0_and_shows_the_registration(store_dir: Path) -> None:
+    done = run_hook(store_dir, "--help")
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    assert "Usage:" in text and "Claude Code" in text and "--no-input" in text
+
+
+# --- recording ----------------------------------------------------------------------------
+
+
+def test_the_first_payload_creates_the_store_and_is_recorded_at_once(store_dir: Path) -> None:
+    assert not store_dir.exists()
+    done = run_hook(store_dir, stdin=json.dumps(PROMPT_EVENT))
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+    from agent_replay.store.db import open_store
+
+    with open_store(store_dir, create=False) as store:
+        (trace,) = traces(store)
+    assert trace["input"] == PROMPT_EVENT["prompt"]
+    assert trace["session_id"] == "sess-cli-1"
+
+
+def test_sync_records_before_returning(store: Store, store_dir: Path) -> None:
+    done = run_hook(store_dir, "--sync", stdin=json.dumps(PROMPT_EVENT))
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert pending_count(store) == 0
+    (trace,) = traces(store)
+    assert [s["name"] for s in trace["steps"]] == ["user_prompt"]
+
+
+def test_no_input_keeps_the_prompt_out_of_the_store(store: Store, store_dir: Path) -> None:
+    done = run_hook(store_dir, "--no-input", stdin=json.dumps(PROMPT_EVENT))
+    assert (done.returncode, done.stdout) == (0, b"")
+    drain_with_lock(store_dir)
+    (trace,) = traces(store)
+    assert trace["input"] is None and trace["steps"][0]["input"] is None
+    assert "notes.txt" not in json.dumps(trace)
+
+
+def test_secrets_are_redacted_by_default(store: Store, store_dir: Path) -> None:
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
+    event = {**PROMPT_EVENT, "prompt": f"push with token {token}"}
+    assert run_hook(store_dir, stdin=json.dumps(event)).returncode == 0
+    drain_with_lock(store_dir)
+    (trace,) = traces(store)
+    assert token not in json.dumps(trace)
+    assert "REDACTED" in trace["input"]
+
+
+def test_the_dialect_flag_wins_over_detection(store: Store, store_dir: Path) -> None:
+    start = {**PROMPT_EVENT, "hook_event_name": "SessionStart", "source": "startup"}
+    assert run_hook(store_dir, "--dialect", "gemini", stdin=json.dumps(start)).returncode == 0
+    drain_with_lock(store_dir)
+    (trace,) = traces(store)
+    assert trace["agent_name"] == "gemini-cli"
+
+
+# --- the fast path stays light -------------------------------------------------------------
+
+HEAVY = ("click", "peewee", "pydantic", "textual", "rich", "anthropic", "openai", "google")
+FAST_PATH = f"""
+import sys
+sys.argv = ["agent-replay", "hook"]
+from agent_replay.entry import main
+code = main()
+heavy = sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))
+sys.stderr.write(f"exit={{code}} heavy={{heavy}}")
+"""
+
+
+@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/fixtures not present")
+def test_the_fast_path_imports_nothing_heavy(store: Store, store_dir: Path) -> None:
+    """A real hook run (payload queued, detached drainer started) into a current store."""
+    line = (FIXTURES / "claude-code" / "plain" / "hooks" / "PreToolUse.jsonl").read_text()
+    payload = json.loads(line.splitlines()[0])["payload"]
+    env = {**os.environ, "AGENT_REPLAY_DIR": str(store_dir)}
+    env.pop("AGENT_REPLAY_HOOK_NO_SPAWN", None)
+    done = subprocess.run(
+        [sys.executable, "-c", FAST_PATH],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "exit=0 heavy=[]")
+    drain_with_lock(store_dir)  # waits for the detached drainer
+    (trace,) = traces(store)
+    assert [s["name"] for s in trace["steps"]] == ["Bash"]
+
+
+# --- many hooks at once --------------------------------------------------------------------
+
+WORKERS = 8
+PAIRS = 25  # 8 harnesses x 25 calls x 2 runs = 400 hook processes
+SESSIONS = 4
+
+
+def _worker(store_dir: Path, worker: int) -> list[tuple[int, bytes, bytes]]:
+    """One harness: PAIRS tool calls in a row, each a PreToolUse and a PostToolUse process."""
+    session = f"sess-load-{worker % SESSIONS}"
+    results = []
+    for n in range(PAIRS):
+        call = {
+            "session_id": session,
+            "transcript_path": f"/home/u/.claude/projects/p/{session}.jsonl",
+            "cwd": "/home/u/p",
+            "tool_name": "Bash",
+            "tool_use_id": f"toolu_{worker}_{n}",
+            "tool_input": {"command": f"echo {worker} {n}"},
+        }
+        for event in (
+            {**call, "hook_event_name": "PreToolUse"},
+            {**call, "hook_event_name": "PostToolUse", "tool_response": f"out {worker} {n}"},
+        ):
+            done = run_hook(store_dir, stdin=json.dumps(event), spawn=True)
+            results.append((done.returncode, done.stdout, done.stderr))
+    return results
+
+
+@pytest.mark.slow
+def test_eight_harnesses_hooking_into_one_store_lose_nothing(store: Store, store_dir: Path) -> None:
+    """8 harnesses x 50 hook runs (25 tool calls, each a PreToolUse and a PostToolUse run),
+    4 sessions shared by 2 harnesses each, with the real detached drainer: every call is one
+    closed step with its output, in its session's trace, and nothing waited on a lock."""
+    with ThreadPoolExecutor(WORKERS) as pool:
+        runs = [r for rs in pool.map(lambda w: _worker(store_dir, w), range(WORKERS)) for r in rs]
+    assert len(runs) == WORKERS * PAIRS * 2
+    assert {(code, out, err) for code, out, err in runs} == {(0, b"", b"")}
+    drain_with_lock(store_dir)  # waits for the running drainer, then drains what is left
+    assert pending_count(store) == 0
+    found = traces(store)
+    assert sorted(t["session_id"] for t in found) == [f"sess-load-{s}" for s in range(SESSIONS)]
+    rows = execute(
+        store, "SELECT call_id, is_open, input, output, step_type, trace_id FROM steps"
+    ).fetchall()
+    assert len(rows) == WORKERS * PAIRS
+    assert len({r[0] for r in rows}) == WORKERS * PAIRS
+    for call_id, is_open, raw_input, raw_output, step_type, _ in rows:
+        worker, n = call_id.removeprefix("toolu_").split("_")
+        assert (is_open, step_type) == (0, "tool_call")
+        assert json.loads(raw_input) == {"command": f"echo {worker} {n}"}
+        assert json.loads(raw_output) == f"out {worker} {n}"
+    by_trace = {t["id"]: t for t in found}
+    for call_id, *_, trace_id in rows:
+        worker = int(call_id.removeprefix("toolu_").split("_")[0])
+        assert by_trace[trace_id]["session_id"] == f"sess-load-{worker % SESSIONS}"
+    assert all(t["steps"][-1]["step_number"] == 2 * PAIRS for t in found)  # no gaps
+    log = store_dir / "logs" / "agent-replay.log"
+    text = log.read_text() if log.exists() else ""
+    assert "locked" not in text and "dropped" not in text and "stopped" not in text
