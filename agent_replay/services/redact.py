@@ -75,9 +75,11 @@ def redact_text(text: str) -> str:
     if not any(needle in text for needle in _ASSIGNMENT_NEEDLES):
         return text
     return _ASSIGNMENT.sub(
-        lambda m: m.group(0)
-        if m.group(2).startswith("[REDACTED:")
-        else f"{m.group(1)}[REDACTED:secret_assignment]",
+        lambda m: (
+            m.group(0)
+            if m.group(2).startswith("[REDACTED:")
+            else f"{m.group(1)}[REDACTED:secret_assignment]"
+        ),
         text,
     )
 
