@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agent_replay.commands.hook",
         "Record a Claude Code / Codex / Gemini CLI hook payload.",
     ),
+    "otel": ("agent_replay.commands.otel", "Receive OpenTelemetry (OTLP/HTTP) traces and logs."),
     "tui": ("agent_replay.commands.tui", "Open the full-screen app (optionally on a trace)."),
     "dashboard": ("agent_replay.commands.dashboard", "Open the app on the dashboard."),
     "watch": ("agent_replay.commands.watch", "Watch running traces live as steps arrive."),

@@ -85,7 +85,7 @@ def redact_text(text: str) -> str:
 
 
 _SECRET_KEYS = re.compile(
-    r"(?i)^(?:.*[_-])?(?:api[_-]?key|secret|password|passwd|token|access[_-]?key|authorization)$"
+    r"(?i)^(?:.*[_.\-])?(?:api[_-]?key|secret|password|passwd|token|access[_-]?key|authorization)$"
 )
 
 

@@ -165,10 +165,40 @@ def _m0003_hook_inbox(db: Database) -> None:
     )
 
 
+def _m0004_otel_spans(db: Database) -> None:
+    """The OTLP receiver's staging: raw spans keyed by (OTel trace id, span id) and log records
+    keyed by a digest of their content, so a redelivered batch adds nothing; ``group_key`` names
+    the agent-replay trace each one is built into (see services/otel)."""
+    db.execute_sql(
+        """CREATE TABLE otel_spans (
+            otel_trace_id TEXT NOT NULL,
+            span_id TEXT NOT NULL,
+            group_key TEXT NOT NULL,
+            received_ms BIGINT NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (otel_trace_id, span_id)
+        )"""
+    )
+    db.execute_sql("CREATE INDEX otel_spans_group ON otel_spans (group_key)")
+    db.execute_sql(
+        """CREATE TABLE otel_logs (
+            record_key TEXT PRIMARY KEY,
+            otel_trace_id TEXT,
+            session_key TEXT,
+            group_key TEXT,
+            received_ms BIGINT NOT NULL,
+            data TEXT NOT NULL
+        )"""
+    )
+    db.execute_sql("CREATE INDEX otel_logs_trace ON otel_logs (otel_trace_id)")
+    db.execute_sql("CREATE INDEX otel_logs_group ON otel_logs (group_key)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
     ("0003_hook_inbox", _m0003_hook_inbox),
+    ("0004_otel_spans", _m0004_otel_spans),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"

@@ -161,6 +161,34 @@ class HookInboxRow(BaseModel):
         table_name = "hook_inbox"
 
 
+class OtelSpanRow(BaseModel):
+    """A raw OTLP span as received (normalized JSON), staged for the receiver's trace builder."""
+
+    otel_trace_id = TextField()
+    span_id = TextField()
+    group_key = TextField()
+    received_ms = BigIntegerField()
+    data = TextField()
+
+    class Meta:
+        table_name = "otel_spans"
+        primary_key = CompositeKey("otel_trace_id", "span_id")
+
+
+class OtelLogRow(BaseModel):
+    """A recognized OTLP log record (harness or GenAI event), keyed by a digest of its content."""
+
+    record_key = TextField(primary_key=True)
+    otel_trace_id = TextField(null=True)
+    session_key = TextField(null=True)
+    group_key = TextField(null=True)
+    received_ms = BigIntegerField()
+    data = TextField()
+
+    class Meta:
+        table_name = "otel_logs"
+
+
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     TraceRow,
     StepRow,
@@ -170,4 +198,6 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     TagRow,
     PolicyRow,
     HookInboxRow,
+    OtelSpanRow,
+    OtelLogRow,
 )

@@ -87,3 +87,9 @@ def test_recorder_redacts_by_default(store) -> None:
     raw = TraceRecorder(store, lenient=True, redact=False)
     tid2 = raw.start_trace("bot", input="sk-ant-api03-abcdefghijklmnopqrstuvwx")
     assert get_trace(store, tid2).input == "sk-ant-api03-abcdefghijklmnopqrstuvwx"
+
+
+def test_dotted_attribute_names_count_as_secret_keys() -> None:
+    """OpenTelemetry-style dotted names (db.password, ...authorization) are redacted by key."""
+    out = redact_value({"db.password": "x1", "http.request.header.authorization": "Basic x"})
+    assert set(out.values()) == {"[REDACTED:secret_field]"}

@@ -1,0 +1,14 @@
+"""The OpenTelemetry receiver (``agent-replay otel serve``): OTLP/HTTP traces and logs in,
+agent-replay traces out.
+
+- ``protocol``: the wire format (bodies, compression, the official messages, responses);
+- ``normalize``: decoded messages -> plain span and log-record dicts, redacted;
+- ``semconv``: the attribute dialects (GenAI conventions, OpenInference, OpenLLMetry, the
+  Claude Code and Gemini CLI events);
+- ``nodes``, ``spans``, ``logs``, ``build``: one group's spans and records -> one trace;
+- ``writer``: the writer thread (staging, regrouping, rebuilding, in batched transactions);
+- ``server``: the HTTP server and ``OtelReceiver``, the entry point.
+
+Headless: imports the store, the trace format and protobuf; never Textual, Rich or an AI SDK.
+Importing this package imports nothing else; import the submodules you need.
+"""

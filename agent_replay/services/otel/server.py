@@ -1,0 +1,397 @@
+"""The OTLP/HTTP receiver: a stdlib ``ThreadingHTTPServer`` in front of the writer thread.
+
+A request is read (``Content-Length`` or chunked, capped), decompressed (capped), decoded with
+the official messages, normalized and redacted, queued for the writer, and answered: the
+exporter never waits on the disk. Answers follow the OTLP/HTTP specification: 200 with an
+``Export*ServiceResponse`` in the request's encoding (``partial_success`` when some items can't
+be kept), 400 malformed, 404 unknown path, 405 other methods, 413 over a size cap, 415 other
+content types or codings, 503 (retryable) when the queue is full or the server is stopping;
+error bodies are ``google.rpc.Status`` messages.
+
+``/v1/metrics`` is accepted and dropped (agent-replay records traces, not metrics), so a
+harness exporting all three signals to one endpoint gets no errors.
+
+The stdlib server is enough here: exporters hold a few keep-alive connections, and decoding
+and normalizing are CPU-bound under the GIL whatever the server; the writer thread, not the
+HTTP layer, sets the pace.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from agent_replay.clock import Clock
+from agent_replay.services.otel import normalize
+from agent_replay.services.otel.protocol import (
+    JSON,
+    PROTOBUF,
+    Outcome,
+    ProtocolError,
+    decompress,
+    encode,
+    error_body,
+    export_response,
+    media_type,
+    parse_request,
+)
+from agent_replay.services.otel.writer import Log, OtelWriter
+from agent_replay.services.redact import identity, redact_value
+
+DEFAULT_PORT = 4318
+MAX_BODY = 32 * 1024 * 1024
+"""The largest request body accepted as sent (the OpenTelemetry Collector's default is 20 MiB;
+Gemini CLI's log posts reach a few hundred KiB)."""
+MAX_DECOMPRESSED = 128 * 1024 * 1024
+"""The largest body accepted after decompression (a gzip bomb stops here)."""
+IDLE_TIMEOUT_S = 120.0
+"""A keep-alive connection idle this long is closed (its thread ends)."""
+
+PATHS = {"/v1/traces": "traces", "/v1/logs": "logs", "/v1/metrics": "metrics"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only loopback addresses (``127.0.0.1``, ``::1``, ``localhost``)."""
+    text = host.strip().strip("[]")
+    if not text:
+        return False
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(text, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+@dataclass
+class ReceiverStats:
+    """What the receiver accepted and refused (for the closing summary)."""
+
+    requests: int = 0
+    spans: int = 0
+    log_records: int = 0
+    log_records_ignored: int = 0
+    rejected: int = 0
+    refused: int = 0
+    """Requests answered with an error status."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True  # idle keep-alive connections must not hold up shutdown
+    request_queue_size = 128
+    receiver: OtelReceiver
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse their connection
+    server_version = "agent-replay-otlp"
+    sys_version = ""
+    timeout = IDLE_TIMEOUT_S
+    # Headers and body go out in two writes; with Nagle on, the body waits for the client's
+    # delayed ACK (~40 ms a request on Linux).
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def do_POST(self) -> None:  # noqa: N802 - the stdlib's naming
+        receiver = self.server.receiver
+        try:
+            receiver.handle(self)
+        except Exception as exc:  # a bug must not kill the connection silently: 500, logged
+            receiver.internal_error(self, exc)
+
+    def _not_allowed(self) -> None:
+        self.server.receiver.refuse_method(self)
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _not_allowed  # noqa: N815
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Quiet: an exporter posting every second would flood the terminal."""
+
+
+class OtelReceiver:
+    """Receive OTLP/HTTP traces and logs into a store.
+
+    Args:
+        db_file: the store's database file (created and migrated by the caller).
+        host: the address to listen on (loopback by default).
+        port: the TCP port (0 picks a free one; see ``address`` after ``start``).
+        redact: redact secrets before anything is queued (``--no-redact`` turns it off).
+        clock: stamps first-seen times.
+        max_body: the largest body accepted as sent, in bytes.
+        max_decompressed: the largest body accepted after decompression, in bytes.
+        max_pending: the most items queued for the writer before answering 503.
+        log: where problems are reported, one line each.
+        error_log: where tracebacks of unexpected failures go.
+
+    Example:
+        >>> receiver = OtelReceiver(Path(".agent-replay/traces.db"), port=0)
+        >>> host, port = receiver.start()
+        >>> ...  # exporters post to http://host:port/v1/traces
+        >>> receiver.stop()  # drains: everything accepted is written
+    """
+
+    def __init__(
+        self,
+        db_file: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        redact: bool = True,
+        clock: Clock | None = None,
+        max_body: int = MAX_BODY,
+        max_decompressed: int = MAX_DECOMPRESSED,
+        max_pending: int = 500_000,
+        log: Log | None = None,
+        error_log: Path | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.redact = redact_value if redact else identity
+        self.max_body = max_body
+        self.max_decompressed = max_decompressed
+        self.stats = ReceiverStats()
+        self.writer = OtelWriter(
+            db_file, clock=clock, max_pending=max_pending, log=log, error_log=error_log
+        )
+        self._lock = threading.Condition()
+        self._inflight = 0
+        self._closing = False
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> tuple[str, int]:
+        """Bind, start serving and writing; returns the bound (host, port).
+
+        Raises:
+            OSError: the address can't be bound (in use, not local).
+        """
+        host = self.host.strip("[]")
+        server_cls = _Server
+        if ":" in host:
+            server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
+        self._server = server_cls((host, self.port), _Handler)
+        self._server.receiver = self
+        self.writer.start()
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="otel-http"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+        return self.address
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The (host, port) the server is bound to."""
+        assert self._server is not None, "start() first"
+        bound = self._server.server_address
+        return str(bound[0]), int(bound[1])
+
+    @property
+    def url(self) -> str:
+        """The base URL exporters point at (``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+        host, port = self.address
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything accepted so far is in the store."""
+        return self.writer.flush(timeout)
+
+    def stop(self, timeout: float = 60.0) -> bool:
+        """Stop gracefully: refuse new requests (503), let those in progress finish, write
+        everything queued. ``True`` when nothing accepted was left unwritten."""
+        with self._lock:
+            self._closing = True
+            self._lock.wait_for(lambda: self._inflight == 0, timeout=timeout)
+        if self._server is not None:
+            self._server.shutdown()
+        done = self.writer.stop(timeout)
+        if self._server is not None:
+            self._server.server_close()
+        return done
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def handle(self, request: _Handler) -> None:
+        """Answer one POST."""
+        signal = PATHS.get(urlsplit(request.path).path.rstrip("/"))
+        media = media_type(request.headers.get("Content-Type"))
+        if signal is None:
+            self._fail(request, 404, f"no OTLP endpoint at {request.path}", media, close=True)
+            return
+        try:
+            if media not in (JSON, PROTOBUF):
+                raise ProtocolError(
+                    415, f"unsupported Content-Type {media or '(none)'!r}: use {PROTOBUF} or {JSON}"
+                )
+            body = self._read_body(request)
+        except ProtocolError as exc:  # the body is unread or half read: drop the connection
+            self._fail(request, exc.status, exc.message, media, close=True)
+            return
+        try:
+            body = decompress(body, request.headers.get("Content-Encoding"), self.max_decompressed)
+            message = parse_request(signal, media, body)
+        except ProtocolError as exc:
+            self._fail(request, exc.status, exc.message, media)
+            return
+        if signal == "traces":
+            decoded = normalize.spans_from(message, self.redact)
+        elif signal == "logs":
+            decoded = normalize.logs_from(message, self.redact)
+        else:
+            decoded = normalize.Decoded()
+        with self._lock:
+            if self._closing:
+                refused = True
+            else:
+                refused = False
+                self._inflight += 1
+        if refused:
+            self._fail(request, 503, "the receiver is shutting down", media, retry=True, close=True)
+            return
+        try:
+            if (decoded.spans or decoded.logs) and not self.writer.submit(
+                decoded.spans, decoded.logs
+            ):
+                self._fail(request, 503, "the write queue is full; retry later", media, retry=True)
+                return
+            outcome = Outcome()
+            if decoded.rejected:
+                outcome = Outcome(
+                    decoded.rejected,
+                    f"{decoded.rejected} span(s) without a valid trace id or span id were dropped",
+                )
+            with self._lock:
+                self.stats.requests += 1
+                self.stats.spans += len(decoded.spans)
+                self.stats.log_records += len(decoded.logs)
+                self.stats.log_records_ignored += decoded.ignored
+                self.stats.rejected += decoded.rejected
+            self._send(request, 200, encode(export_response(signal, outcome), media), media)
+        finally:
+            with self._lock:
+                self._inflight -= 1
+                self._lock.notify_all()
+
+    def internal_error(self, request: _Handler, exc: Exception) -> None:
+        """Answer 500 for an unexpected failure and record its traceback."""
+        self.writer.report(f"unexpected {type(exc).__name__} handling {request.path}: {exc}")
+        media = media_type(request.headers.get("Content-Type"))
+        self._fail(request, 500, f"internal error: {type(exc).__name__}", media, close=True)
+
+    def refuse_method(self, request: _Handler) -> None:
+        """405 for a method other than POST on an OTLP path (404 elsewhere)."""
+        media = media_type(request.headers.get("Content-Type"))
+        if PATHS.get(urlsplit(request.path).path.rstrip("/")) is None:
+            self._fail(request, 404, f"no OTLP endpoint at {request.path}", media, close=True)
+            return
+        self._fail(
+            request,
+            405,
+            f"{request.command} is not allowed: OTLP/HTTP takes POST",
+            media,
+            close=True,
+            headers={"Allow": "POST"},
+        )
+
+    def _read_body(self, request: _Handler) -> bytes:
+        transfer = request.headers.get("Transfer-Encoding", "").lower()
+        if "chunked" in transfer:
+            return self._read_chunked(request)
+        length_text = request.headers.get("Content-Length")
+        if length_text is None:
+            return b""
+        try:
+            length = int(length_text)
+        except ValueError:
+            raise ProtocolError(400, f"bad Content-Length {length_text!r}") from None
+        if length < 0:
+            raise ProtocolError(400, f"bad Content-Length {length_text!r}")
+        if length > self.max_body:
+            raise ProtocolError(413, f"body of {length} bytes is over the {self.max_body}-byte cap")
+        body = request.rfile.read(length)
+        if len(body) < length:
+            raise ProtocolError(400, "the body ended before Content-Length bytes")
+        return body
+
+    def _read_chunked(self, request: _Handler) -> bytes:
+        """A ``Transfer-Encoding: chunked`` body, refused as soon as it passes the cap."""
+        out = bytearray()
+        stream = request.rfile
+        while True:
+            line = stream.readline(1026)
+            if not line.endswith(b"\n"):
+                raise ProtocolError(400, "malformed or truncated chunked body")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise ProtocolError(400, "malformed chunk size") from None
+            if size < 0:
+                raise ProtocolError(400, "malformed chunk size")
+            if size == 0:
+                while True:  # trailer fields, up to the blank line
+                    trailer = stream.readline(8194)
+                    if trailer in (b"\r\n", b"\n", b""):
+                        return bytes(out)
+            if len(out) + size > self.max_body:
+                raise ProtocolError(413, f"chunked body over the {self.max_body}-byte cap")
+            chunk = stream.read(size)
+            if len(chunk) < size or stream.readline(3).strip():
+                raise ProtocolError(400, "malformed or truncated chunked body")
+            out += chunk
+
+    # --- responses ------------------------------------------------------------------------------
+
+    def _fail(
+        self,
+        request: _Handler,
+        status: int,
+        message: str,
+        media: str,
+        *,
+        close: bool = False,
+        retry: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        with self._lock:
+            self.stats.refused += 1
+        body, kind = error_body(status, message, media)
+        extra = dict(headers or {})
+        if retry:
+            extra["Retry-After"] = "1"
+        self._send(request, status, body, kind, close=close, headers=extra)
+
+    @staticmethod
+    def _send(
+        request: _Handler,
+        status: int,
+        body: bytes,
+        content_type: str,
+        *,
+        close: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        try:
+            request.send_response(status)
+            request.send_header("Content-Type", content_type or JSON)
+            request.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                request.send_header(name, value)
+            if close:
+                request.send_header("Connection", "close")
+                request.close_connection = True
+            request.end_headers()
+            if request.command != "HEAD":
+                request.wfile.write(body)
+        except OSError:
+            request.close_connection = True  # the client left; its items are already queued

@@ -1,0 +1,483 @@
+"""OTLP receiver throughput: `agent-replay otel serve` against baselines, side by side.
+
+Budget (DESIGN.md, "Performance budgets"): at least 5,000 spans/s landed in the store, with
+every accepted span landing.
+
+What runs:
+1. Requests: the trace payloads of ``shared/fixtures/otlp`` (GenAI current and deprecated forms,
+   OpenInference, OpenLLMetry, openai-v2; protobuf, JSON and gzip-compressed JSON), cycled, each
+   copy with fresh trace and span ids (so every request is new data, built into new traces).
+   All bodies are made before timing.
+2. For 1 and 4 concurrent clients (threads, one keep-alive connection each), ``--runs`` times:
+   - ours: the real CLI, ``agent-replay otel serve --port 0`` in a fresh store; the clients post
+     every request; "accepted" is spans / time until the last response; "landed" is spans /
+     time until the store holds every span, built into its trace (polled read-only);
+   - baseline: the same clients against a stdlib ``ThreadingHTTPServer`` (HTTP/1.1 keep-alive)
+     whose handler reads the body and answers 200 — the transport's ceiling.
+3. The same with only the protobuf payloads, then only the JSON ones (4 clients): OTLP/JSON
+   goes through ``google.protobuf.json_format``, which costs more than everything else.
+4. The storage ceiling: a stdlib process inserting the same spans' rows (staging, traces,
+   steps) with one ``executemany`` per table in one transaction, into a store made by
+   ``agent-replay init``.
+After every run of ours the store is checked: every accepted span staged, one trace per
+OTel trace id. Medians are reported.
+
+Run by hand: ``.venv/bin/python bench/otlp.py [--runs 3] [--cycles 200]``. Exits 1 when the
+landed rate misses the goal or an accepted span is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import http.client
+import json
+import os
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+GOAL_SPANS_PER_S = 5_000
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "otlp"
+PYCACHE = Path("/tmp/agent-replay-bench/pycache")
+LISTENING = re.compile(r"listening on http://(\S+):(\d+) ")
+
+
+def bench_env() -> dict[str, str]:
+    """Bytecode cached outside the tree, as an installed package runs (see bench/ingest.py)."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
+    return env
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+class Template:
+    """One fixture payload, re-emitted with fresh ids."""
+
+    def __init__(self, file: Path) -> None:
+        self.name = file.name
+        self.gzip = file.suffix == ".gz"
+        raw = file.read_bytes()
+        if self.gzip:
+            raw = gzip.decompress(raw)
+        self.protobuf = file.suffix == ".pb"
+        if self.protobuf:
+            self.message = ExportTraceServiceRequest()
+            self.message.ParseFromString(raw)
+            spans = [
+                s for rs in self.message.resource_spans for ss in rs.scope_spans for s in ss.spans
+            ]
+            self.spans = len(spans)
+            self.traces = len({s.trace_id for s in spans})
+        else:
+            self.data = json.loads(raw)
+            spans = [
+                s
+                for rs in self.data["resourceSpans"]
+                for ss in rs["scopeSpans"]
+                for s in ss["spans"]
+            ]
+            self.spans = len(spans)
+            self.traces = len({s["traceId"] for s in spans})
+        self.content_type = "application/x-protobuf" if self.protobuf else "application/json"
+
+    def fresh(self) -> bytes:
+        """The payload with every trace and span id replaced (parent links kept)."""
+        new: dict[bytes, bytes] = {}
+
+        def swap(old: bytes) -> bytes:
+            if not old:
+                return old
+            if old not in new:
+                new[old] = os.urandom(len(old))
+            return new[old]
+
+        if self.protobuf:
+            message = ExportTraceServiceRequest()
+            message.CopyFrom(self.message)
+            for rs in message.resource_spans:
+                for ss in rs.scope_spans:
+                    for s in ss.spans:
+                        s.trace_id = swap(s.trace_id)
+                        s.span_id = swap(s.span_id)
+                        s.parent_span_id = swap(s.parent_span_id)
+            return message.SerializeToString()
+        data = json.loads(json.dumps(self.data))
+        for rs in data["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for s in ss["spans"]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if s.get(key):
+                            s[key] = swap(bytes.fromhex(s[key])).hex()
+        body = json.dumps(data).encode()
+        return gzip.compress(body) if self.gzip else body
+
+    def headers(self) -> dict[str, str]:
+        out = {"Content-Type": self.content_type}
+        if self.gzip:
+            out["Content-Encoding"] = "gzip"
+        return out
+
+
+def make_requests(cycles: int) -> tuple[list[tuple[bytes, dict[str, str]]], int, int]:
+    """(requests, spans, OTel traces): every fixture trace payload ``cycles`` times."""
+    templates = [Template(f) for f in sorted(FIXTURES.iterdir()) if "_traces" in f.name]
+    requests = []
+    spans = traces = 0
+    for _ in range(cycles):
+        for template in templates:
+            requests.append((template.fresh(), template.headers()))
+            spans += template.spans
+            traces += template.traces
+    return requests, spans, traces
+
+
+# --- servers ----------------------------------------------------------------------------------
+
+NOOP_SERVER = r"""
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        media = self.headers.get("Content-Type", "application/json")
+        body = b"{}" if media == "application/json" else b""
+        self.send_response(200)
+        self.send_header("Content-Type", media)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+server = Server(("127.0.0.1", 0), Handler)
+print(f"listening on http://127.0.0.1:{server.server_address[1]} ", file=sys.stderr, flush=True)
+server.serve_forever()
+"""
+
+
+def start(cmd: list[str]) -> tuple[subprocess.Popen[str], str, int]:
+    process = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=bench_env(),
+    )
+    assert process.stderr is not None
+    seen = []
+    while True:
+        line = process.stderr.readline()
+        if not line:
+            raise SystemExit(f"server did not start: {''.join(seen)}")
+        seen.append(line)
+        match = LISTENING.search(line)
+        if match:
+            return process, match.group(1), int(match.group(2))
+
+
+def stop(process: subprocess.Popen[str]) -> str:
+    process.send_signal(2)  # SIGINT: ours drains and exits
+    try:
+        _, err = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+    return err
+
+
+# --- clients ----------------------------------------------------------------------------------
+
+
+def post_all(
+    host: str, port: int, requests: list[tuple[bytes, dict[str, str]]], clients: int
+) -> tuple[float, float, list[int]]:
+    """Post every request over ``clients`` keep-alive connections; (start, end, statuses)."""
+    statuses: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(clients + 1)
+
+    def client(share: list[tuple[bytes, dict[str, str]]]) -> None:
+        connection = http.client.HTTPConnection(host, port, timeout=120)
+        connection.connect()
+        mine = []
+        barrier.wait()
+        for body, headers in share:
+            connection.request("POST", "/v1/traces", body=body, headers=headers)
+            response = connection.getresponse()
+            response.read()
+            mine.append(response.status)
+        connection.close()
+        with lock:
+            statuses.extend(mine)
+
+    threads = [
+        threading.Thread(target=client, args=(requests[i::clients],)) for i in range(clients)
+    ]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return began, time.perf_counter(), statuses
+
+
+def landed(db_file: Path) -> tuple[int, int]:
+    connection = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True, timeout=30)
+    try:
+        spans = connection.execute("SELECT COUNT(*) FROM otel_spans").fetchone()[0]
+        traces = connection.execute("SELECT COUNT(*) FROM traces").fetchone()[0]
+        return int(spans), int(traces)
+    finally:
+        connection.close()
+
+
+def run_ours(
+    requests: list[tuple[bytes, dict[str, str]]],
+    spans: int,
+    traces: int,
+    clients: int,
+    folder: Path,
+) -> tuple[float, float]:
+    """(accepted spans/s, landed spans/s) for one run in a fresh store."""
+    process, host, port = start(
+        [sys.executable, "-m", "agent_replay", "otel", "serve", "--port", "0", "--dir", str(folder)]
+    )
+    db_file = folder / "traces.db"
+    try:
+        began, answered, statuses = post_all(host, port, requests, clients)
+        if set(statuses) != {200}:
+            raise SystemExit(f"ours refused requests: {sorted(set(statuses))}")
+        while landed(db_file)[0] < spans:
+            time.sleep(0.005)
+        done = time.perf_counter()
+    finally:
+        err = stop(process)
+    got = landed(db_file)
+    if got != (spans, traces):
+        raise SystemExit(f"accepted {spans} spans / {traces} traces, stored {got}\n{err}")
+    return spans / (answered - began), spans / (done - began)
+
+
+def run_noop(requests: list[tuple[bytes, dict[str, str]]], spans: int, clients: int) -> float:
+    process, host, port = start([sys.executable, "-c", NOOP_SERVER])
+    try:
+        began, answered, statuses = post_all(host, port, requests, clients)
+        assert set(statuses) == {200}
+    finally:
+        process.kill()
+        process.communicate()
+    return spans / (answered - began)
+
+
+# --- the storage ceiling ----------------------------------------------------------------------
+
+EXECUTEMANY = r"""
+import json, sqlite3, sys, time
+rows = json.load(open(sys.argv[2]))
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA journal_mode=wal"); db.execute("PRAGMA synchronous=normal")
+began = time.perf_counter()
+db.execute("BEGIN IMMEDIATE")
+db.executemany("INSERT INTO otel_spans (otel_trace_id, span_id, group_key, received_ms, data) "
+               "VALUES (?, ?, ?, 0, ?)", rows["spans"])
+db.executemany("INSERT INTO traces (id, agent_name, status, started_at_ms, otel_trace_id, "
+               "metadata, step_count, created_at_ms) VALUES (?, ?, 'completed', 0, ?, ?, ?, 0)",
+               rows["traces"])
+db.executemany("INSERT INTO steps (id, trace_id, step_number, step_type, name, started_at, "
+               "started_at_ms, ended_at, duration_ms, tokens_used, model, metadata) "
+               "VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)", rows["steps"])
+db.execute("COMMIT")
+print(time.perf_counter() - began)
+"""
+
+
+def executemany_rate(
+    requests: list[tuple[bytes, dict[str, str]]], spans: int, folder: Path
+) -> float:
+    """Spans/s of a stdlib process inserting the same spans' rows in one transaction."""
+    from google.protobuf.json_format import MessageToDict
+
+    span_rows, trace_rows, step_rows = [], [], []
+    for body, headers in requests:
+        if headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        if headers["Content-Type"] == "application/x-protobuf":
+            message = ExportTraceServiceRequest()
+            message.ParseFromString(body)
+            data = MessageToDict(message)
+        else:
+            data = json.loads(body)
+        for rs in data["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                by_trace: dict[str, list[dict[str, Any]]] = {}
+                for s in ss["spans"]:
+                    by_trace.setdefault(s["traceId"], []).append(s)
+                for trace_id, items in by_trace.items():
+                    tid = f"trc_{len(trace_rows)}"
+                    trace_rows.append(
+                        [tid, "agent", trace_id, json.dumps({"n": len(items)}), len(items)]
+                    )
+                    for number, s in enumerate(items, start=1):
+                        text = json.dumps(s)
+                        span_rows.append([trace_id, s["spanId"], f"t:{trace_id}", text])
+                        step_rows.append(
+                            [
+                                f"stp_{len(step_rows)}",
+                                tid,
+                                number,
+                                "llm_call",
+                                s["name"],
+                                "2026-01-01T00:00:00.000Z",
+                                "2026-01-01T00:00:01.000Z",
+                                1000.0,
+                                10,
+                                "m",
+                                text,
+                            ]
+                        )
+    folder.mkdir(parents=True, exist_ok=True)
+    rows_file = folder / "rows.json"
+    rows_file.write_text(json.dumps({"spans": span_rows, "traces": trace_rows, "steps": step_rows}))
+    store = folder / "store"
+    subprocess.run(
+        [sys.executable, "-m", "agent_replay", "init", "--dir", str(store)],
+        check=True,
+        capture_output=True,
+        env=bench_env(),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", EXECUTEMANY, str(store / "traces.db"), str(rows_file)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=bench_env(),
+    )
+    return spans / float(out.stdout.strip())
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cycles", type=int, default=200, help="copies of each payload")
+    args = parser.parse_args()
+
+    requests, spans, traces = make_requests(args.cycles)
+    print(f"python: {sys.executable} ({sys.version.split()[0]})")
+    print(
+        f"{len(requests)} requests = {args.cycles} x the {len(requests) // args.cycles} trace "
+        f"payloads of fixtures/otlp, fresh ids each: {spans} spans, {traces} OTel traces"
+    )
+    print(f"{args.runs} runs each; every store checked for {spans} spans and {traces} traces")
+    print()
+    results: dict[int, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="otlp-bench-") as tmp:
+        folder = Path(tmp)
+        run_ours(requests[:20], *_count(requests[:20]), 1, folder / "warmup")  # untimed
+        print(f"{'clients':>7} {'run':>4} {'accepted/s':>11} {'landed/s':>10} {'no-op/s':>10}")
+        for clients in (1, 4):
+            got = results.setdefault(clients, {"accepted": [], "landed": [], "noop": []})
+            for run in range(args.runs):
+                accepted, landed_rate = run_ours(
+                    requests, spans, traces, clients, folder / f"ours-{clients}-{run}"
+                )
+                noop = run_noop(requests, spans, clients)
+                got["accepted"].append(accepted)
+                got["landed"].append(landed_rate)
+                got["noop"].append(noop)
+                print(
+                    f"{clients:>7} {run + 1:>4} {accepted:>11,.0f} {landed_rate:>10,.0f} "
+                    f"{noop:>10,.0f}",
+                    flush=True,
+                )
+        by_encoding = {}
+        for name, json_only in (("protobuf", False), ("JSON", True)):
+            chosen = [
+                r for r in requests if (r[1]["Content-Type"] == "application/json") == json_only
+            ]
+            count_spans, count_traces = _count(chosen)
+            rates = [
+                run_ours(chosen, count_spans, count_traces, 4, folder / f"{name}-{run}")[1]
+                for run in range(args.runs)
+            ]
+            by_encoding[name] = (statistics.median(rates), count_spans)
+        ceiling = executemany_rate(requests, spans, folder / "executemany")
+
+    print()
+    print(f"medians, spans/s ({spans} spans a run)")
+    print(f"{'clients':>7} {'accepted':>10} {'landed':>10} {'no-op HTTP':>11} {'landed/no-op':>13}")
+    worst = float("inf")
+    for clients, got in results.items():
+        accepted = statistics.median(got["accepted"])
+        landed_rate = statistics.median(got["landed"])
+        noop = statistics.median(got["noop"])
+        worst = min(worst, landed_rate)
+        print(
+            f"{clients:>7} {accepted:>10,.0f} {landed_rate:>10,.0f} {noop:>11,.0f} "
+            f"{landed_rate / noop:>13.2f}"
+        )
+    for name, (rate, count_spans) in by_encoding.items():
+        print(f"{name} payloads only, 4 clients: {rate:,.0f} spans/s landed ({count_spans} spans)")
+    print(f"stdlib executemany of the same rows (one transaction): {ceiling:,.0f} spans/s")
+    verdict = "ok" if worst >= GOAL_SPANS_PER_S else "MISSED"
+    print(
+        f"goal: >= {GOAL_SPANS_PER_S:,} spans/s landed, every accepted span landing: "
+        f"{worst:,.0f} -> {verdict}"
+    )
+    return 0 if worst >= GOAL_SPANS_PER_S else 1
+
+
+def _count(requests: list[tuple[bytes, dict[str, str]]]) -> tuple[int, int]:
+    """(spans, OTel traces) in some requests (for the warm-up)."""
+    spans = 0
+    trace_ids: set[str] = set()
+    for body, headers in requests:
+        if headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        if headers["Content-Type"] == "application/x-protobuf":
+            message = ExportTraceServiceRequest()
+            message.ParseFromString(body)
+            items = [
+                s.trace_id.hex()
+                for rs in message.resource_spans
+                for ss in rs.scope_spans
+                for s in ss.spans
+            ]
+        else:
+            data = json.loads(body)
+            items = [
+                s["traceId"]
+                for rs in data["resourceSpans"]
+                for ss in rs["scopeSpans"]
+                for s in ss["spans"]
+            ]
+        spans += len(items)
+        trace_ids.update(items)
+    return spans, len(trace_ids)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

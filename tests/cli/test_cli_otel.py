@@ -1,0 +1,219 @@
+"""``agent-replay otel serve`` as a real process: it prints where it listens, records what
+exporters post, and on Ctrl-C (SIGINT) or SIGTERM writes everything it accepted before it
+exits 0; a non-loopback host warns; a busy port is a usage error; it stays headless."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+LISTENING = re.compile(r"listening on http://(\S+):(\d+) ")
+
+
+def payloads() -> list[tuple[str, bytes, dict[str, str]]]:
+    """Every fixture payload as (path, body, headers)."""
+    out = []
+    for file in sorted((FIXTURES / "otlp").iterdir()):
+        headers = {
+            "Content-Type": "application/x-protobuf" if file.suffix == ".pb" else "application/json"
+        }
+        if file.suffix == ".gz":
+            headers["Content-Encoding"] = "gzip"
+        out.append(
+            ("/v1/logs" if "_logs" in file.name else "/v1/traces", file.read_bytes(), headers)
+        )
+    for harness in ("claude-code", "gemini-cli"):
+        folder = FIXTURES / "harness" / harness / "otel" / "otlp"
+        for line in (folder / "index.jsonl").read_text().splitlines():
+            entry = json.loads(line)
+            body = (folder / entry["file"]).read_bytes()
+            out.append((entry["path"], body, {"Content-Type": "application/json"}))
+    return out
+
+
+class Server:
+    """A running ``agent-replay otel serve`` process."""
+
+    def __init__(self, store_dir: Path, *args: str) -> None:
+        env = {**os.environ, "AGENT_REPLAY_DIR": str(store_dir)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agent_replay", "otel", "serve", "--port", "0", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.process.stderr is not None
+        self.lines: list[str] = []
+        while True:
+            line = self.process.stderr.readline()
+            if not line:
+                raise AssertionError(f"the server exited: {''.join(self.lines)}")
+            self.lines.append(line)
+            match = LISTENING.search(line)
+            if match:
+                self.host, self.port = match.group(1), int(match.group(2))
+                break
+
+    def post(self, path: str, body: bytes, headers: dict[str, str]) -> int:
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=30)
+        try:
+            connection.request("POST", path, body=body, headers=headers)
+            response = connection.getresponse()
+            response.read()
+            return response.status
+        finally:
+            connection.close()
+
+    def stop(self, sig: int = signal.SIGINT) -> tuple[int, str]:
+        self.process.send_signal(sig)
+        _, err = self.process.communicate(timeout=60)
+        return self.process.returncode, "".join(self.lines) + err
+
+
+@pytest.fixture
+def server(store_dir: Path) -> Iterator[Server]:
+    running = Server(store_dir)
+    yield running
+    if running.process.poll() is None:
+        running.process.kill()
+        running.process.communicate()
+
+
+def rows(store_dir: Path, sql: str) -> list[tuple[object, ...]]:
+    connection = sqlite3.connect(f"file:{store_dir / 'traces.db'}?mode=ro", uri=True)
+    try:
+        return connection.execute(sql).fetchall()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_stopping_writes_everything_accepted(server: Server, store_dir: Path, sig: int) -> None:
+    """Every fixture posted, then the signal right away: exit 0 and every accepted span and
+    record is in the store, built into its trace."""
+    statuses = [server.post(*p) for p in payloads()]
+    assert set(statuses) == {200}
+    code, err = server.stop(sig)
+    assert code == 0, err
+    assert "stopping: writing everything received" in err
+    assert re.search(r"stopped: 55 span\(s\) and \d+ log record\(s\) accepted in 20 request", err)
+    assert rows(store_dir, "SELECT COUNT(*) FROM otel_spans") == [(55,)]
+    assert rows(store_dir, "SELECT COUNT(*) FROM traces") == [(23,)]
+    sessions = dict(
+        rows(
+            store_dir,
+            "SELECT agent_name, total_tokens FROM traces WHERE agent_name IN "
+            "('claude-code', 'gemini-cli')",
+        )
+    )
+    assert sessions == {"claude-code": 9290, "gemini-cli": 16230}
+
+
+def test_listens_on_loopback_by_default_without_warning(server: Server) -> None:
+    assert server.host == "127.0.0.1"
+    code, err = server.stop()
+    assert code == 0
+    assert "warning" not in err
+
+
+def test_a_non_loopback_host_warns(store_dir: Path) -> None:
+    running = Server(store_dir, "--host", "0.0.0.0")
+    code, err = running.stop(signal.SIGTERM)
+    assert code == 0
+    assert "warning: listening on 0.0.0.0, not loopback" in err
+
+
+def test_a_busy_port_is_a_usage_error(store_dir: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "agent_replay", "otel", "serve", "--port", str(port)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "AGENT_REPLAY_DIR": str(store_dir)},
+            timeout=60,
+            check=False,
+        )
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+    assert "--port" in result.stderr
+
+
+def test_no_redact_keeps_secrets(store_dir: Path) -> None:
+    key = "sk-proj-" + "Z9y8" * 8
+    span = {
+        "traceId": "0" * 31 + "1",
+        "spanId": "0" * 15 + "1",
+        "name": "chat m",
+        "startTimeUnixNano": "1800000000000000000",
+        "endTimeUnixNano": "1800000001000000000",
+        "attributes": [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {"key": "gen_ai.input.messages", "value": {"stringValue": f"use {key}"}},
+        ],
+    }
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    for flags, kept in (((), False), (("--no-redact",), True)):
+        folder = store_dir / str(kept)
+        running = Server(folder, *flags)
+        assert running.post("/v1/traces", body, {"Content-Type": "application/json"}) == 200
+        assert running.stop()[0] == 0
+        (stored,) = rows(folder, "SELECT input FROM steps")
+        assert (key in str(stored[0])) is kept
+        staged = rows(folder, "SELECT data FROM otel_spans")
+        assert (key in str(staged)) is kept  # the staging table is redacted too
+
+
+HYGIENE = """
+import os, signal, sys, threading, time
+from agent_replay.cli import main
+
+def interrupt_once_serving():
+    # The server installs its handler once it listens: Ctrl-C then means "stop gracefully".
+    while signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt_once_serving, daemon=True).start()
+code = main(["otel", "serve", "--port", "0"])
+assert code == 0, code
+heavy = sorted(
+    m for m in sys.modules
+    if m.split(".")[0] in ("textual", "rich", "anthropic", "openai") or m.startswith("google.genai")
+)
+assert not heavy, f"imported {heavy[:5]}"
+"""
+
+
+def test_serving_never_imports_textual_rich_or_ai_sdks(store_dir: Path) -> None:
+    """A serve that really ran (and stopped on SIGINT) left the TUI and AI SDKs unimported."""
+    result = subprocess.run(
+        [sys.executable, "-c", HYGIENE],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "AGENT_REPLAY_DIR": str(store_dir)},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "listening on" in result.stderr
