@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "decisions": ("agent_replay.commands.decisions", "List a trace's decision points."),
     "replay": ("agent_replay.commands.replay", "Play a trace back step by step, in real time."),
     "export": ("agent_replay.commands.export", "Export traces as JSON or JSONL."),
+    "record": ("agent_replay.commands.record", "Record a live JSONL event stream from stdin."),
+    "run": ("agent_replay.commands.run", "Run a command and record it as a trace."),
     "demo": ("agent_replay.commands.demo", "Load 5 sample traces and 3 guard policies."),
     "hook": (
         "agent_replay.commands.hook",
