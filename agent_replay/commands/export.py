@@ -17,10 +17,10 @@ from agent_replay.commands._filters import build_filter, filter_options
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["json", "jsonl"]),
+    type=click.Choice(["json", "jsonl", "golden"]),
     default="jsonl",
     show_default=True,
-    help="json: one array; jsonl: one trace a line.",
+    help="json: one array; jsonl: one trace a line; golden: a golden dataset for `check`.",
 )
 @filter_options
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many.")
@@ -51,6 +51,7 @@ def command(
       agent-replay export --output all.jsonl
       agent-replay export --format json --status failed --since 7d -o failed.json
       agent-replay export --tag nightly | gzip > nightly.jsonl.gz
+      agent-replay export --format golden --tag golden --status completed -o golden.json
     """
     from agent_replay.commands._common import open_existing
     from agent_replay.errors import UsageError
@@ -60,6 +61,16 @@ def command(
     if output is not None and not output.resolve().parent.is_dir():
         raise UsageError(f"--output {output}: directory {output.parent} does not exist")
     filters = build_filter(status, agent, tag, since, session)
+    if fmt == "golden":  # run fingerprints for `check` (forks left out): services/golden.py
+        from agent_replay.services.golden import export_golden
+
+        with open_existing(store_dir) as store:
+            count = export_golden(store, filters, output, sort=sort, limit=limit)
+        if count == 0:
+            click.echo("warning: no runs matched; `check` refuses an empty golden set", err=True)
+        if output is not None:
+            click.echo(f"exported {count:,} golden run(s) to {output}", err=True)
+        return 0
     with open_existing(store_dir) as store:
         traces = iter_trace_json(store, filters, sort=sort, limit=limit)
         tmp: Path | None = None

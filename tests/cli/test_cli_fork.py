@@ -1,0 +1,145 @@
+"""``agent-replay fork ID --from-step N``: prints the fork's full id; ``list`` marks it ⑂;
+``diff`` against the parent shows exactly the edit; bad JSON and a step out of range are usage
+errors (exit 2) naming the problem."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Run = Callable[..., Any]
+
+GOOD, REGRESSED = "trc_demo4goodrun", "trc_demo5regressed"
+
+
+@pytest.fixture
+def demo(cli: Run) -> None:
+    assert cli("demo").code == 0
+
+
+def test_fork_prints_the_full_id(cli: Run, demo: None, db: Run) -> None:
+    """stdout is exactly the new id; stderr says what was forked and how to compare."""
+    result = cli("fork", "demo5", "--from-step", "6", "--modify-input", '{"timeout_s": 120}')
+    assert result.code == 0, result.err
+    fork_id = result.out.strip()
+    assert re.fullmatch(r"trc_[A-Za-z0-9_-]+", fork_id)
+    assert f"agent-replay diff {REGRESSED} {fork_id}" in result.err
+    assert "step 6 input merged" in result.err
+    row = db(
+        "SELECT status, parent_trace_id, forked_from_step, step_count FROM traces WHERE id = ?",
+        (fork_id,),
+    )
+    assert row == [("forked", REGRESSED, 6, 6)]
+
+
+def test_list_shows_the_fork(cli: Run, demo: None) -> None:
+    """``list`` marks the fork ⑂ and ``list --json`` says is_fork."""
+    fork_id = cli("fork", GOOD, "--from-step", "2").out.strip()
+    assert f"{fork_id} ⑂" in cli("list").out
+    listed = {t["id"]: t for t in cli("list", "--json").json()}
+    assert listed[fork_id]["is_fork"] is True
+    assert listed[fork_id]["status"] == "forked"
+
+
+def test_diff_against_the_parent_shows_exactly_the_edit(cli: Run, demo: None) -> None:
+    """Five matched steps, step 6 changed in input.timeout_s only, nothing else."""
+    edit = '{"timeout_s": 120}'
+    fork_id = cli("fork", REGRESSED, "--from-step", "6", "--modify-input", edit).out.strip()
+    payload = cli("diff", REGRESSED, fork_id, "--json").json()
+    assert payload["counts"] == {"matched": 5, "changed": 1, "inserted": 0, "deleted": 0}
+    assert payload["trace_differences"] == []
+    assert payload["fork_scope"] == {"parent": "a", "beyond_fork": 3}
+    (changed,) = [p for p in payload["pairs"] if p["kind"] == "changed"]
+    assert changed["differences"] == [
+        {"field": "input", "path": "input.timeout_s", "kind": "changed", "a": 30, "b": 120}
+    ]
+    text = cli("diff", REGRESSED, fork_id).out
+    assert "Steps: 5 matched, 1 changed, 0 inserted, 0 deleted (3 beyond the fork)" in text
+    assert "First divergence: A#6 / B#6 tool_call run_sql: changed input" in text
+
+
+def test_fork_at_step_1_edits_the_trace_input(cli: Run, demo: None) -> None:
+    """N = 1: the diff shows only the trace input."""
+    edit = '{"question": "And Q2?"}'
+    fork_id = cli("fork", GOOD, "--from-step", "1", "--modify-input", edit).out.strip()
+    payload = cli("diff", GOOD, fork_id, "--json").json()
+    assert payload["first_divergence"]["where"] == "input"
+    assert [(d["path"], d["b"]) for d in payload["trace_differences"]] == [
+        ("input.question", "And Q2?")
+    ]
+    assert payload["counts"]["changed"] == 0
+
+
+def test_fork_replace_and_json(cli: Run, demo: None, tmp_path: Path) -> None:
+    """--replace with @FILE replaces the input; --json describes the fork."""
+    edit = tmp_path / "input.json"
+    edit.write_text('{"sql": "SELECT 1"}', encoding="utf-8")
+    result = cli(
+        "fork", GOOD, "--from-step", "6", "--replace", "--modify-input", f"@{edit}", "--json"
+    )
+    assert result.code == 0, result.err
+    payload = result.json()
+    assert payload["input"] == {"sql": "SELECT 1"}
+    assert payload["original_input"]["timeout_s"] == 30
+    assert (payload["mode"], payload["target"], payload["status"]) == (
+        "replace",
+        "step_input",
+        "forked",
+    )
+    shown = cli("show", payload["id"], "--json").json()
+    assert shown["steps"][5]["input"] == {"sql": "SELECT 1"}
+
+
+def test_fork_tags(cli: Run, demo: None) -> None:
+    """--tag (repeatable) tags the fork; the parent's tags are not copied."""
+    fork_id = cli("fork", GOOD, "--from-step", "2", "--tag", "what-if", "--tag", "x").out.strip()
+    assert cli("show", fork_id, "--json").json()["tags"] == ["what-if", "x"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--from-step", "2", "--modify-input", "{bad"], "--modify-input is not valid JSON"),
+        (["--from-step", "2", "--modify-input", ""], "--modify-input: empty"),
+        (["--from-step", "9"], "--from-step 9 is out of range: trace trc_demo4goodrun has"),
+        (["--from-step", "0"], "Invalid value for '--from-step'"),
+        (["--from-step", "2", "--replace"], "--replace needs --modify-input"),
+        (["--modify-input", "{}"], "Missing option '--from-step'"),
+        (["--from-step", "2", "--tag", " "], "--tag must not be blank"),
+    ],
+)
+def test_usage_errors_exit_2(cli: Run, demo: None, db: Run, args: list[str], message: str) -> None:
+    """Each is exit 2 with a message naming the problem, and nothing is written."""
+    result = cli("fork", GOOD, *args)
+    assert result.code == 2
+    assert message in result.err
+    assert db("SELECT COUNT(*) FROM traces")[0][0] == 5
+
+
+def test_bad_json_under_json_prints_the_error_object(cli: Run, demo: None) -> None:
+    """--json failures carry ok: false and the message on stdout."""
+    result = cli("fork", GOOD, "--from-step", "2", "--modify-input", "[1,", "--json")
+    assert result.code == 2
+    payload = json.loads(result.out)
+    assert payload["ok"] is False and "not valid JSON" in payload["error"]
+
+
+def test_fork_of_an_unknown_trace_fails(cli: Run, demo: None) -> None:
+    """An id that matches nothing is a runtime failure (exit 1) with a hint."""
+    result = cli("fork", "trc_nothing", "--from-step", "1")
+    assert result.code == 1
+    assert "no trace matches" in result.err
+
+
+def test_diff_full_compares_whole_traces(cli: Run, demo: None) -> None:
+    """--full drops the fork scope: the parent's later steps show as deleted."""
+    fork_id = cli("fork", GOOD, "--from-step", "3").out.strip()
+    scoped = cli("diff", GOOD, fork_id, "--exit-code")
+    assert scoped.code == 0 and "5 later step(s) are left out" in scoped.out
+    whole = cli("diff", GOOD, fork_id, "--full", "--json").json()
+    assert whole["counts"]["deleted"] == 5 and whole["fork_scope"] is None
