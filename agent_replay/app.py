@@ -41,6 +41,24 @@ class AgentReplayApp(App[int]):
         ),
         Binding("T", "switch_mode('traces')", "Traces", id="traces", tooltip="The trace list"),
         Binding("W", "switch_mode('watch')", "Watch", id="watch", tooltip="Running traces, live"),
+        # Kept out of the footer (shown in the key panel and the command palette): one more
+        # footer key would change every screen's snapshot.
+        Binding(
+            "G",
+            "switch_mode('policies')",
+            "Guards",
+            id="guards",
+            tooltip="Guard policies",
+            show=False,
+        ),
+        Binding(
+            "E",
+            "switch_mode('evals')",
+            "Evals",
+            id="evals",
+            tooltip="Evaluation results of every trace",
+            show=False,
+        ),
     ]
 
     def __init__(
@@ -65,7 +83,7 @@ class AgentReplayApp(App[int]):
         self.initial_trace = initial_trace
         """A trace id (or prefix) to open straight away."""
         self.initial_mode = initial_mode
-        """``traces``, ``dashboard`` or ``watch``."""
+        """``traces``, ``dashboard``, ``watch``, ``policies`` or ``evals``."""
         self.dashboard_refresh = dashboard_refresh
         """Seconds between dashboard refreshes (``None``: no automatic refresh)."""
         self.watch_filter = watch_filter
@@ -76,7 +94,9 @@ class AgentReplayApp(App[int]):
 
     def on_mount(self) -> None:
         from agent_replay.screens.dashboard import DashboardScreen
+        from agent_replay.screens.evals import EvalsScreen
         from agent_replay.screens.live_watch import LiveWatchScreen
+        from agent_replay.screens.policies import PoliciesScreen
         from agent_replay.screens.trace_list import TraceListScreen
 
         self.sub_title = self.store_label
@@ -85,6 +105,8 @@ class AgentReplayApp(App[int]):
         self.add_mode(
             "watch", lambda: LiveWatchScreen(self.watch_filter, interval=self.watch_interval)
         )
+        self.add_mode("policies", PoliciesScreen)
+        self.add_mode("evals", EvalsScreen)
         self.switch_mode(self.initial_mode)
         if self.initial_trace:
             self.open_trace(self.initial_trace)
@@ -118,7 +140,13 @@ class AgentReplayApp(App[int]):
         yield SystemCommand("Traces", "The trace list", lambda: self.switch_mode("traces"))
         yield SystemCommand("Dashboard", "Totals and charts", lambda: self.switch_mode("dashboard"))
         yield SystemCommand("Watch", "Running traces, live", lambda: self.switch_mode("watch"))
-        seen = {"quit", "help", "dashboard", "traces", "watch"}
+        yield SystemCommand(
+            "Guards", "Guard policies: add, enable, remove", lambda: self.switch_mode("policies")
+        )
+        yield SystemCommand(
+            "Evals", "Evaluation results of every trace", lambda: self.switch_mode("evals")
+        )
+        seen = {"quit", "help", "dashboard", "traces", "watch", "guards", "evals"}
         for binding in getattr(screen, "BINDINGS", []):
             if not isinstance(binding, Binding) or binding.id in seen or not binding.description:
                 continue

@@ -40,9 +40,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("agent_replay.commands.diff", "Compare two traces step by step (aligned by content)."),
     "fork": ("agent_replay.commands.fork", "Fork a trace at a step, optionally editing its input."),
     "check": ("agent_replay.commands.check", "Check runs against a golden dataset (CI gate)."),
+    "eval": (
+        "agent_replay.commands.eval",
+        "Evaluate traces: deterministic presets, rubrics, AI review.",
+    ),
+    "config": (
+        "agent_replay.commands.config",
+        "Show and change settings (AI provider, keys, model).",
+    ),
     "record": ("agent_replay.commands.record", "Record a live JSONL event stream from stdin."),
     "run": ("agent_replay.commands.run", "Run a command and record it as a trace."),
     "demo": ("agent_replay.commands.demo", "Load 5 sample traces and 3 guard policies."),
+    "guard": ("agent_replay.commands.guard", "Guardrail policies: add, list, test, check."),
     "hook": (
         "agent_replay.commands.hook",
         "Record a Claude Code / Codex / Gemini CLI hook payload.",
@@ -51,6 +60,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tui": ("agent_replay.commands.tui", "Open the full-screen app (optionally on a trace)."),
     "dashboard": ("agent_replay.commands.dashboard", "Open the app on the dashboard."),
     "watch": ("agent_replay.commands.watch", "Watch running traces live as steps arrive."),
+    "push": ("agent_replay.commands.push", "Copy local traces to a team (PostgreSQL) store."),
+    "search": ("agent_replay.commands.search", "Search traces and steps by text, ranked."),
+    "delete": ("agent_replay.commands.delete", "Delete traces with everything attached."),
+    "prune": ("agent_replay.commands.prune", "Delete traces older than a given age."),
 }
 
 EPILOG = """\b
@@ -79,6 +92,14 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
+def _remember_db_url(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--db-url`` on the root: every subcommand opens that store (see _common)."""
+    if value is not None:
+        from agent_replay.commands._common import remember_db_url
+
+        remember_db_url(ctx, param, value)
+
+
 @click.group(
     cls=LazyGroup,
     invoke_without_command=True,
@@ -91,6 +112,15 @@ class LazyGroup(click.Group):
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="Store directory (default: $AGENT_REPLAY_DIR, else the nearest .agent-replay/).",
+)
+@click.option(
+    "--db-url",
+    metavar="URL",
+    default=None,
+    expose_value=False,
+    callback=_remember_db_url,
+    help="Use the PostgreSQL store at URL (postgresql://USER@HOST:PORT/DB[?schema=NAME]) "
+    "instead of the local one (default: $AGENT_REPLAY_DB_URL).",
 )
 @click.version_option(__version__, prog_name="agent-replay")
 @click.pass_context

@@ -3,8 +3,8 @@ goes to the click CLI.
 
 ``hook`` runs before and after every tool call of the user's agent; importing click, peewee
 and pydantic would triple its start-up. So ``hook`` (in capture mode) is answered here with
-``services/capture/hook_inbox`` before any of them is imported; ``hook --help``, ``--enforce``
-and anything unusual fall through to the full CLI.
+``services/capture/hook_inbox`` before any of them is imported (``hook --enforce`` too, through
+``services/guard/enforce``); ``hook --help`` and anything unusual fall through to the full CLI.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["hook"] and code not in (0, None) and not _wants_help(args):
         # A harness treats some exit codes as "block the tool call" (Claude Code: 2): capture
         # must never do that, even for a mistyped flag. The error was printed on stderr.
-        return 0
+        # Under --enforce blocking is the point, and a broken registration fails closed.
+        if "--enforce" not in args:
+            return 0
     return code
 
 

@@ -10,6 +10,9 @@ DIR_NAME = ".agent-replay"
 DB_NAME = "traces.db"
 CONFIG_NAME = "config.json"
 ENV_DIR = "AGENT_REPLAY_DIR"
+ENV_DB_URL = "AGENT_REPLAY_DB_URL"
+"""A database URL (``postgresql://…``) every command, hook and app uses instead of the local
+SQLite file; the local store directory then only spools hook payloads."""
 
 
 def resolve_dir(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:

@@ -16,7 +16,15 @@ untimed warm-up of each; the order alternates every run):
   payload and starts the real detached drainer when none runs;
 - the same with ``AGENT_REPLAY_HOOK_NO_SPAWN=1`` (queue only; shows what starting the drainer
   costs the hook);
-- the bare start, ``python -c "import sqlite3, json"``.
+- the bare start, ``python -c "import sqlite3, json"``;
+- ``agent-replay hook --enforce`` (the guardrail path) against a second store holding 20
+  enabled policies (``ENFORCE_POLICIES``: 6 with a ``name_regex``, so RE2 is loaded, and a
+  mix of deny, require_review, warn and allow), fed the fixture's PreToolUse with a fresh
+  ``tool_use_id`` (``--enforce`` is registered for the pre-tool event only). One ``warn``
+  policy matches ``ls -la``: every run decides, prints the harness's JSON answer (a
+  ``systemMessage``), queues the payload with the decision and starts the drainer, which
+  records the call and its ``guard_check`` step (waited for, untimed, before the next run).
+  Same budget: at most 3x the bare start.
 
 Also reported, no budget: the drain latency, the time from the hook's exit until its step is
 visible in the store (PreToolUse: the open step; PostToolUse: the step closed), polled every
@@ -47,6 +55,41 @@ FIXTURE = ROOT.parent / "shared" / "fixtures" / "harness" / "claude-code" / "pla
 PYCACHE = Path("/tmp/agent-replay-bench/pycache")
 START = "import sqlite3, json"
 GOAL = 3.0
+
+# 20 policies of the shapes users write (``guard add`` arguments: name, action, pattern,
+# priority). Only "warn-listing" matches the fixture's ``ls -la``.
+ENFORCE_POLICIES: list[tuple[str, str, dict[str, str], int]] = [
+    (
+        "no-delete-tools",
+        "deny",
+        {"step_type": "tool_call", "name_regex": r"(?i)^(delete|drop|truncate)_"},
+        100,
+    ),
+    ("no-rm-rf-root", "deny", {"input_contains": "rm -rf /"}, 100),
+    ("no-mkfs", "deny", {"input_contains": "mkfs"}, 100),
+    ("no-dd-zero", "deny", {"input_contains": "dd if=/dev/zero"}, 100),
+    ("no-drop-table-tools", "deny", {"name_regex": r"(?i)(drop|truncate)_table"}, 90),
+    ("no-ssh-keys", "deny", {"input_contains": "~/.ssh"}, 90),
+    ("no-shadow", "deny", {"input_contains": "/etc/shadow"}, 90),
+    ("review-production", "require_review", {"input_contains": "production"}, 50),
+    ("review-force-push", "require_review", {"input_contains": "git push --force"}, 50),
+    (
+        "review-mcp-sends",
+        "require_review",
+        {"name_regex": r"(?i)^mcp__.*__(send|post|publish)"},
+        50,
+    ),
+    ("review-drop-database", "require_review", {"input_contains": "DROP DATABASE"}, 50),
+    ("review-deploys", "require_review", {"name_regex": r"(?i)deploy|release"}, 40),
+    ("warn-password-output", "warn", {"output_contains": "password"}, 10),
+    ("warn-curl", "warn", {"input_contains": "curl "}, 10),
+    ("warn-sudo", "warn", {"input_contains": "sudo "}, 10),
+    ("warn-web-fetch", "warn", {"name_contains": "webfetch"}, 10),
+    ("warn-dotenv", "warn", {"input_contains": ".env"}, 10),
+    ("warn-listing", "warn", {"step_type": "tool_call", "input_contains": "ls -la"}, 5),
+    ("allow-scratch", "allow", {"input_contains": "/tmp/scratch/"}, 500),
+    ("allow-reads", "allow", {"name_regex": "^Read$"}, 300),
+]
 
 
 def bench_env(cold: bool) -> dict[str, str]:
@@ -84,13 +127,18 @@ def fixture_payload(event: str) -> dict[str, Any]:
     return dict(json.loads(path.read_text(encoding="utf-8").splitlines()[0])["payload"])
 
 
-def timed(cmd: list[str], env: dict[str, str], cwd: Path, stdin: bytes = b"") -> float:
-    """Wall seconds of one subprocess (which must exit 0 and print nothing on stdout)."""
+def timed(
+    cmd: list[str], env: dict[str, str], cwd: Path, stdin: bytes = b"", expect: bytes = b""
+) -> float:
+    """Wall seconds of one subprocess (which must exit 0 and print ``expect`` on stdout)."""
     began = time.perf_counter()
     done = subprocess.run(cmd, input=stdin, capture_output=True, env=env, cwd=cwd)
     elapsed = time.perf_counter() - began
-    if done.returncode != 0 or done.stdout:
-        sys.exit(f"command failed ({done.returncode}): {cmd}\n{done.stderr.decode()}")
+    if done.returncode != 0 or done.stdout != expect:
+        sys.exit(
+            f"command failed ({done.returncode}): {cmd}\n{done.stdout.decode()}"
+            f"{done.stderr.decode()}"
+        )
     return elapsed
 
 
@@ -107,6 +155,25 @@ def wait_visible(db_file: Path, call_id: str, closed: bool, timeout: float = 10.
     finally:
         conn.close()
     sys.exit(f"the step of {call_id} did not appear in {timeout:.0f} s (is the drainer running?)")
+
+
+def wait_guard_step(db_file: Path, call_id: str, timeout: float = 10.0) -> None:
+    """Block until the guard_check step of ``call_id`` is in the store."""
+    began = time.perf_counter()
+    conn = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True, timeout=10)
+    try:
+        while time.perf_counter() - began < timeout:
+            row = conn.execute(
+                "SELECT 1 FROM steps WHERE step_type = 'guard_check' "
+                "AND json_extract(metadata, '$.call_id') = ?",
+                [call_id],
+            ).fetchone()
+            if row is not None:
+                return
+            time.sleep(0.002)
+    finally:
+        conn.close()
+    sys.exit(f"the guard_check step of {call_id} did not appear in {timeout:.0f} s")
 
 
 def wait_drainer_gone(store_dir: Path) -> None:
@@ -139,10 +206,38 @@ def main() -> int:
     project = work / "project"
     store_dir = project / ".agent-replay"
     project.mkdir()
+    guarded = work / "guarded"
+    guarded_dir = guarded / ".agent-replay"
+    guarded.mkdir()
     try:
         subprocess.run([cli, "init"], cwd=project, env=env, check=True, capture_output=True)
         db_file = store_dir / "traces.db"
         counter = iter(range(10**9))
+        subprocess.run([cli, "init"], cwd=guarded, env=env, check=True, capture_output=True)
+        for name, action, pattern, priority in ENFORCE_POLICIES:
+            subprocess.run(
+                [cli, "guard", "add", "--name", name, "--action", action,
+                 "--pattern", json.dumps(pattern), "--priority", str(priority)],
+                cwd=guarded, env=env, check=True, capture_output=True,
+            )  # fmt: skip
+        warned = (
+            json.dumps(
+                {
+                    "systemMessage": 'agent-replay guard warning: policy "warn-listing" (warn) '
+                    'matched {"step_type": "tool_call", "input_contains": "ls -la"}'
+                }
+            ).encode()
+            + b"\n"
+        )
+        enforce_counter = iter(range(10**9))
+
+        def enforce() -> float:
+            call_id = f"toolu_guard{next(enforce_counter)}"
+            payload = json.dumps({**pre, "tool_use_id": call_id}).encode()
+            elapsed = timed([cli, "hook", "--enforce"], env, guarded, payload, expect=warned)
+            wait_guard_step(guarded_dir / "traces.db", call_id)
+            wait_drainer_gone(guarded_dir)
+            return elapsed
 
         def hook(environment: dict[str, str], *, visible: list[float] | None = None) -> float:
             n = next(counter)
@@ -174,15 +269,25 @@ def main() -> int:
         hook(env, visible=[])
         hook(quiet)
         drain_quiet()
+        enforce()
 
-        samples: dict[str, list[float]] = {"hook": [], "hook (no drainer spawn)": [], "start": []}
+        samples: dict[str, list[float]] = {
+            "hook": [],
+            "hook (no drainer spawn)": [],
+            "start": [],
+            "enforce": [],
+        }
         latency: list[float] = []
-        print(f"timing hook / hook without spawn / bare start x {args.runs} runs (alternating)…")
+        print(
+            f"timing hook / hook without spawn / bare start / hook --enforce x {args.runs} "
+            "runs (alternating)…"
+        )
         for run in range(args.runs):
             steps = [
                 lambda: samples["hook"].append(hook(env, visible=latency)),
                 lambda: samples["hook (no drainer spawn)"].append(hook(quiet)),
                 lambda: samples["start"].append(timed([py, "-c", START], env, project)),
+                lambda: samples["enforce"].append(enforce()),
             ]
             for step in steps if run % 2 == 0 else reversed(steps):
                 step()
@@ -206,6 +311,7 @@ def main() -> int:
         ("start", f'bare start `python -c "{START}"`'),
         ("hook", "agent-replay hook"),
         ("hook (no drainer spawn)", "agent-replay hook (no drainer spawn)"),
+        ("enforce", f"agent-replay hook --enforce ({len(ENFORCE_POLICIES)} policies)"),
     ):
         values = [v * 1000 for v in samples[key]]
         print(f"{label:<{width}}{med[key]:>8.1f}{min(values):>8.1f}{max(values):>8.1f}")
@@ -218,7 +324,13 @@ def main() -> int:
     verdict = "ok" if ratio <= GOAL else "MISS"
     print(f"ratio hook/start: {ratio:.2f}x (goal <= {GOAL:g}x) {verdict}")
     print(f"ratio hook without spawn/start: {med['hook (no drainer spawn)'] / start_ms:.2f}x")
-    return 0 if ratio <= GOAL else 1
+    enforce_ratio = med["enforce"] / start_ms
+    verdict = "ok" if enforce_ratio <= GOAL else "MISS"
+    print(
+        f"ratio hook --enforce ({len(ENFORCE_POLICIES)} policies)/start: {enforce_ratio:.2f}x "
+        f"(goal <= {GOAL:g}x) {verdict}"
+    )
+    return 0 if ratio <= GOAL and enforce_ratio <= GOAL else 1
 
 
 if __name__ == "__main__":

@@ -9,13 +9,15 @@ What runs:
    copy with fresh trace and span ids (so every request is new data, built into new traces).
    All bodies are made before timing.
 2. For 1 and 4 concurrent clients (threads, one keep-alive connection each), ``--runs`` times:
-   - ours: the real CLI, ``agent-replay otel serve --port 0`` in a fresh store; the clients post
-     every request; "accepted" is spans / time until the last response; "landed" is spans /
-     time until the store holds every span, built into its trace (polled read-only);
+   - ours: the real CLI, ``agent-replay otel serve --port 0`` in a fresh store (it announces
+     itself once its writer process is up); the clients post every request; "accepted" is
+     spans / time until the last response; "landed" is spans / time until the store holds
+     every span, built into its trace (polled read-only, cheaply: see ``wait_landed``); "CPU"
+     is the CPU time the server and its writer process used meanwhile, per span (``/proc``);
    - baseline: the same clients against a stdlib ``ThreadingHTTPServer`` (HTTP/1.1 keep-alive)
      whose handler reads the body and answers 200 — the transport's ceiling.
 3. The same with only the protobuf payloads, then only the JSON ones (4 clients): OTLP/JSON
-   goes through ``google.protobuf.json_format``, which costs more than everything else.
+   decoding (the OpenTelemetry JSON bindings' ``from_dict``) costs more than protobuf's.
 4. The storage ceiling: a stdlib process inserting the same spans' rows (staging, traces,
    steps) with one ``executemany`` per table in one transaction, into a store made by
    ``agent-replay init``.
@@ -41,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -252,31 +255,87 @@ def landed(db_file: Path) -> tuple[int, int]:
         connection.close()
 
 
+def wait_landed(db_file: Path, spans: int) -> float:
+    """Poll (every 5 ms) until the store holds ``spans`` staged spans; the time it does.
+
+    One read-only connection and ``max(rowid)`` (staging only inserts, so on a fresh store it
+    is the row count): the poll costs microseconds, not a connection and a table scan, so the
+    observer takes little CPU from the two processes it observes. ``run_ours`` checks the
+    real counts afterwards.
+    """
+    connection = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True, timeout=30)
+    try:
+        while True:
+            count = connection.execute("SELECT max(rowid) FROM otel_spans").fetchone()[0]
+            if (count or 0) >= spans:
+                return time.perf_counter()
+            time.sleep(0.005)
+    finally:
+        connection.close()
+
+
+def cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """CPU seconds (user + system) used so far by a process and by its children (the writer
+    process of ``otel serve``); ``None`` where ``/proc`` isn't there."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def used(process: int) -> float:
+        fields = Path(f"/proc/{process}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    try:
+        children = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                text = Path(f"/proc/{pid}/task/{task}/children").read_text()
+            except OSError:
+                continue
+            children += [int(c) for c in text.split()]
+        return used(pid), sum(used(c) for c in children)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@dataclass
+class Run:
+    """One run of ours: rates, and the server's CPU time per span (µs) while it ran."""
+
+    accepted: float
+    landed: float
+    cpu_us: float | None = None
+    """Server and writer process together, from the first request until every span landed."""
+    writer_cpu_us: float | None = None
+
+
 def run_ours(
     requests: list[tuple[bytes, dict[str, str]]],
     spans: int,
     traces: int,
     clients: int,
     folder: Path,
-) -> tuple[float, float]:
-    """(accepted spans/s, landed spans/s) for one run in a fresh store."""
+) -> Run:
+    """Rates (accepted, landed spans/s) and CPU per span for one run in a fresh store."""
     process, host, port = start(
         [sys.executable, "-m", "agent_replay", "otel", "serve", "--port", "0", "--dir", str(folder)]
     )
     db_file = folder / "traces.db"
     try:
+        before = cpu_seconds(process.pid)
         began, answered, statuses = post_all(host, port, requests, clients)
         if set(statuses) != {200}:
             raise SystemExit(f"ours refused requests: {sorted(set(statuses))}")
-        while landed(db_file)[0] < spans:
-            time.sleep(0.005)
-        done = time.perf_counter()
+        done = wait_landed(db_file, spans)
+        after = cpu_seconds(process.pid)
     finally:
         err = stop(process)
     got = landed(db_file)
     if got != (spans, traces):
         raise SystemExit(f"accepted {spans} spans / {traces} traces, stored {got}\n{err}")
-    return spans / (answered - began), spans / (done - began)
+    run = Run(spans / (answered - began), spans / (done - began))
+    if before is not None and after is not None:
+        run.cpu_us = 1e6 * (sum(after) - sum(before)) / spans
+        run.writer_cpu_us = 1e6 * (after[1] - before[1]) / spans
+    return run
 
 
 def run_noop(requests: list[tuple[bytes, dict[str, str]]], spans: int, clients: int) -> float:
@@ -393,24 +452,23 @@ def main() -> int:
     )
     print(f"{args.runs} runs each; every store checked for {spans} spans and {traces} traces")
     print()
-    results: dict[int, dict[str, list[float]]] = {}
+    results: dict[int, list[tuple[Run, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="otlp-bench-") as tmp:
         folder = Path(tmp)
         run_ours(requests[:20], *_count(requests[:20]), 1, folder / "warmup")  # untimed
-        print(f"{'clients':>7} {'run':>4} {'accepted/s':>11} {'landed/s':>10} {'no-op/s':>10}")
+        print(
+            f"{'clients':>7} {'run':>4} {'accepted/s':>11} {'landed/s':>10} {'no-op/s':>10} "
+            f"{'CPU us/span':>12} {'(writer)':>9}"
+        )
         for clients in (1, 4):
-            got = results.setdefault(clients, {"accepted": [], "landed": [], "noop": []})
+            got = results.setdefault(clients, [])
             for run in range(args.runs):
-                accepted, landed_rate = run_ours(
-                    requests, spans, traces, clients, folder / f"ours-{clients}-{run}"
-                )
+                ours = run_ours(requests, spans, traces, clients, folder / f"ours-{clients}-{run}")
                 noop = run_noop(requests, spans, clients)
-                got["accepted"].append(accepted)
-                got["landed"].append(landed_rate)
-                got["noop"].append(noop)
+                got.append((ours, noop))
                 print(
-                    f"{clients:>7} {run + 1:>4} {accepted:>11,.0f} {landed_rate:>10,.0f} "
-                    f"{noop:>10,.0f}",
+                    f"{clients:>7} {run + 1:>4} {ours.accepted:>11,.0f} {ours.landed:>10,.0f} "
+                    f"{noop:>10,.0f} {_us(ours.cpu_us):>12} {_us(ours.writer_cpu_us):>9}",
                     flush=True,
                 )
         by_encoding = {}
@@ -419,28 +477,38 @@ def main() -> int:
                 r for r in requests if (r[1]["Content-Type"] == "application/json") == json_only
             ]
             count_spans, count_traces = _count(chosen)
-            rates = [
-                run_ours(chosen, count_spans, count_traces, 4, folder / f"{name}-{run}")[1]
+            runs = [
+                run_ours(chosen, count_spans, count_traces, 4, folder / f"{name}-{run}")
                 for run in range(args.runs)
             ]
-            by_encoding[name] = (statistics.median(rates), count_spans)
+            by_encoding[name] = (
+                statistics.median(r.landed for r in runs),
+                _median(r.cpu_us for r in runs),
+                count_spans,
+            )
         ceiling = executemany_rate(requests, spans, folder / "executemany")
 
     print()
-    print(f"medians, spans/s ({spans} spans a run)")
-    print(f"{'clients':>7} {'accepted':>10} {'landed':>10} {'no-op HTTP':>11} {'landed/no-op':>13}")
+    print(f"medians, spans/s ({spans} spans a run); CPU: server + writer process, us per span")
+    print(
+        f"{'clients':>7} {'accepted':>10} {'landed':>10} {'no-op HTTP':>11} {'landed/no-op':>13} "
+        f"{'CPU us/span':>12}"
+    )
     worst = float("inf")
     for clients, got in results.items():
-        accepted = statistics.median(got["accepted"])
-        landed_rate = statistics.median(got["landed"])
-        noop = statistics.median(got["noop"])
+        accepted = statistics.median(ours.accepted for ours, _ in got)
+        landed_rate = statistics.median(ours.landed for ours, _ in got)
+        noop = statistics.median(noop for _, noop in got)
         worst = min(worst, landed_rate)
         print(
             f"{clients:>7} {accepted:>10,.0f} {landed_rate:>10,.0f} {noop:>11,.0f} "
-            f"{landed_rate / noop:>13.2f}"
+            f"{landed_rate / noop:>13.2f} {_us(_median(ours.cpu_us for ours, _ in got)):>12}"
         )
-    for name, (rate, count_spans) in by_encoding.items():
-        print(f"{name} payloads only, 4 clients: {rate:,.0f} spans/s landed ({count_spans} spans)")
+    for name, (rate, cpu, count_spans) in by_encoding.items():
+        print(
+            f"{name} payloads only, 4 clients: {rate:,.0f} spans/s landed ({count_spans} spans), "
+            f"CPU {_us(cpu)} us/span"
+        )
     print(f"stdlib executemany of the same rows (one transaction): {ceiling:,.0f} spans/s")
     verdict = "ok" if worst >= GOAL_SPANS_PER_S else "MISSED"
     print(
@@ -448,6 +516,15 @@ def main() -> int:
         f"{worst:,.0f} -> {verdict}"
     )
     return 0 if worst >= GOAL_SPANS_PER_S else 1
+
+
+def _median(values: Any) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def _us(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f}"
 
 
 def _count(requests: list[tuple[bytes, dict[str, str]]]) -> tuple[int, int]:

@@ -134,6 +134,29 @@ class TimelineScreen(TraceScreen):
         Binding(
             "p", "open_replay", "Replay", id="replay", tooltip="Replay this trace step by step"
         ),
+        Binding(
+            "F",
+            "open_fork_editor",
+            "Fork",
+            id="fork",
+            tooltip="Fork the trace at the selected step, with an edited input",
+        ),
+        Binding(
+            "d",
+            "diff_parent",
+            "Diff parent",
+            id="diff-parent",
+            tooltip="Diff this fork against its parent",
+        ),
+        # Out of the footer (in the key panel and the command palette), like the app's G.
+        Binding(
+            "e",
+            "open_evals",
+            "Evals",
+            id="evals-of-trace",
+            tooltip="This trace's evaluations (r runs the presets)",
+            show=False,
+        ),
     ]
 
     folded: reactive[bool] = reactive(True)
@@ -142,6 +165,7 @@ class TimelineScreen(TraceScreen):
     def __init__(self, trace_id: str) -> None:
         super().__init__(trace_id)
         self._steps: dict[int, dict[str, Any]] = {}
+        self._parent_id: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -173,6 +197,8 @@ class TimelineScreen(TraceScreen):
         trace = message.trace
         self.trace_id = str(trace["id"])
         self._steps = {step["step_number"]: step for step in trace["steps"]}
+        self._parent_id = trace.get("parent_trace_id")
+        self.refresh_bindings()  # `d` (diff against the parent) shows only for a fork
         header = self.query_one("#timeline-header", Static)
         header.update(trace_header(trace, len(message.prepared)))
         if not message.prepared:
@@ -234,3 +260,24 @@ class TimelineScreen(TraceScreen):
             self.notify("The replay view is not available yet.", severity="warning")
             return
         self.app.push_screen(ReplayScreen(self.trace_id))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "diff_parent":
+            return self._parent_id is not None
+        return True
+
+    def action_open_fork_editor(self) -> None:
+        from agent_replay.screens.fork_editor import ForkEditorScreen
+
+        self.app.push_screen(ForkEditorScreen(self.trace_id, step=self.timeline.selected_step))
+
+    def action_diff_parent(self) -> None:
+        from agent_replay.screens.diff import DiffScreen
+
+        if self._parent_id is not None:
+            self.app.push_screen(DiffScreen(self._parent_id, self.trace_id))
+
+    def action_open_evals(self) -> None:
+        from agent_replay.screens.evals import EvalsScreen
+
+        self.app.push_screen(EvalsScreen(self.trace_id))

@@ -2,6 +2,11 @@
 
 Pages of 200 rows load in a thread worker as the cursor nears the end, so a store of
 100,000 traces opens at once. Producer text is shown as plain ``Text``, never as markup.
+
+Comparing: ``m`` marks the highlighted trace (the first marked is A, the second B; a third
+mark drops the oldest) and ``d`` opens the side-by-side diff of the marked pair; with one mark,
+of the marked trace against the highlighted one; with none, of a highlighted fork against its
+parent. Marks survive reloads, filters and sorts.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ STATUS_STYLES = {
     "running": "cyan",
     "forked": "magenta",
 }
+MARK_STYLES = {"A": "bold black on #e5c07b", "B": "bold black on #56c2b6"}
+"""The ID cell's badge of a marked trace (A: before, B: after)."""
 EMPTY_STORE = (
     "No traces yet.\n\n"
     "Load the samples:   agent-replay demo\n"
@@ -42,12 +49,20 @@ EMPTY_STORE = (
 )
 
 
-def trace_row(item: TraceSummary) -> list[Any]:
+def id_cell(trace_id: str, is_fork: bool, mark: str | None = None) -> Text:
+    """The ID cell: the id, ``⑂`` for a fork, and the ``A``/``B`` badge of a marked trace."""
+    text = Text(trace_id + (" ⑂" if is_fork else ""))
+    if mark:
+        text = Text.assemble((f" {mark} ", MARK_STYLES[mark]), " ", text)
+    return text
+
+
+def trace_row(item: TraceSummary, mark: str | None = None) -> list[Any]:
     """The table cells of one trace (producer text escaped, as plain Text)."""
     d = item.data
     status = d["status"]
     return [
-        Text(item.id + (" ⑂" if item.is_fork else "")),
+        id_cell(item.id, item.is_fork, mark),
         Text(truncate(safe(d["agent_name"]), 28)),
         Text(status, style=STATUS_STYLES.get(status, "")),
         Text(fmt_int(item.step_count), justify="right"),
@@ -68,11 +83,25 @@ class TraceListScreen(BaseScreen):
         Binding("s", "cycle_sort", "Sort", id="sort", tooltip="Sort by time/tokens/duration/cost"),
         Binding("r", "reload", "Reload", id="reload", tooltip="Reload from the store"),
         Binding(
+            "m",
+            "toggle_mark",
+            "Mark",
+            id="mark",
+            tooltip="Mark the trace for a diff (the first is A, the second B)",
+        ),
+        Binding(
+            "d",
+            "diff",
+            "Diff",
+            id="diff",
+            tooltip="Diff the two marked traces (or a fork against its parent)",
+        ),
+        Binding(
             "escape",
             "clear_filter",
             "Clear filter",
             id="clear-filter",
-            tooltip="Clear the filter bar",
+            tooltip="Clear the filter bar (or, with no filter, the marks)",
             show=False,
         ),
     ]
@@ -95,6 +124,10 @@ class TraceListScreen(BaseScreen):
         self._after: tuple[Any, str] | None = None
         self._loading = False
         self._ids: list[str] = []
+        self._parents: dict[str, str] = {}
+        self._forks: set[str] = set()
+        self.marks: list[str] = []
+        """The marked trace ids, oldest first: ``marks[0]`` is A, ``marks[1]`` is B."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -151,13 +184,19 @@ class TraceListScreen(BaseScreen):
             table.clear()
             self._ids = []
         for item in message.page.items:
-            table.add_row(*trace_row(item), key=item.id)
+            table.add_row(*trace_row(item, self._mark_of(item.id)), key=item.id)
             self._ids.append(item.id)
+            if item.is_fork:
+                self._forks.add(item.id)
+                self._parents[item.id] = str(item.data["parent_trace_id"])
         self._after = message.page.after
         self._loading = False
         empty_store = message.total == 0
         self.query_one("#empty-state").display = empty_store
         table.display = not empty_store
+        self._show_status(empty_store=empty_store)
+
+    def _show_status(self, *, empty_store: bool = False) -> None:
         status = self.query_one("#list-status", Static)
         if empty_store:
             status.update("")
@@ -165,7 +204,16 @@ class TraceListScreen(BaseScreen):
             status.update(Text("No traces match the filter. Esc clears it."))
         else:
             more = " (more below)" if self._after else ""
-            status.update(Text(f"{len(self._ids):,} shown{more} · sorted by {self.sort}"))
+            line = Text(f"{len(self._ids):,} shown{more} · sorted by {self.sort}")
+            for mark, trace_id in zip("AB", self.marks, strict=False):
+                line.append("  ")
+                line.append(f" {mark} ", MARK_STYLES[mark])
+                line.append(f" {trace_id}")
+            if self.marks:
+                line.append(
+                    "  · d diffs them" if len(self.marks) == 2 else "  · mark another, or d"
+                )
+            status.update(line)
 
     @on(DataTable.RowHighlighted, "#trace-table")
     def load_more_near_end(self, event: DataTable.RowHighlighted) -> None:
@@ -209,6 +257,10 @@ class TraceListScreen(BaseScreen):
     def action_clear_filter(self) -> None:
         if self.query_text or self.query_one("#filter-bar", Input).value:
             self.apply_query("")
+        elif self.marks:
+            marked, self.marks = self.marks, []
+            self._redraw_id_cells(marked)
+            self._show_status()
 
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
@@ -216,3 +268,58 @@ class TraceListScreen(BaseScreen):
 
     def action_reload(self) -> None:
         self.reload()
+
+    # --- marking and diffing ----------------------------------------------------------
+
+    def _mark_of(self, trace_id: str) -> str | None:
+        return "AB"[self.marks.index(trace_id)] if trace_id in self.marks else None
+
+    def _highlighted_id(self) -> str | None:
+        table = self.table
+        if not self._ids or not table.is_valid_row_index(table.cursor_row):
+            return None
+        return self._ids[table.cursor_row]
+
+    def _redraw_id_cells(self, trace_ids: list[str]) -> None:
+        table = self.table
+        id_column = table.ordered_columns[0].key
+        for trace_id in trace_ids:
+            if trace_id in table.rows:
+                cell = id_cell(trace_id, trace_id in self._forks, self._mark_of(trace_id))
+                table.update_cell(trace_id, id_column, cell, update_width=True)
+
+    def action_toggle_mark(self) -> None:
+        """Mark the highlighted trace, or unmark it; a third mark drops the oldest."""
+        trace_id = self._highlighted_id()
+        if trace_id is None:
+            return
+        touched = list(self.marks)
+        if trace_id in self.marks:
+            self.marks.remove(trace_id)
+        else:
+            self.marks.append(trace_id)
+            del self.marks[:-2]
+            touched.append(trace_id)
+        self._redraw_id_cells(touched)
+        self._show_status()
+
+    def action_diff(self) -> None:
+        """Open the diff: the two marks; one mark against the highlighted trace; or a
+        highlighted fork against its parent."""
+        from agent_replay.screens.diff import DiffScreen
+
+        highlighted = self._highlighted_id()
+        if len(self.marks) == 2:
+            a_id, b_id = self.marks
+        elif len(self.marks) == 1 and highlighted not in (None, self.marks[0]):
+            a_id, b_id = self.marks[0], str(highlighted)
+        elif not self.marks and highlighted in self._parents:
+            a_id, b_id = self._parents[str(highlighted)], str(highlighted)
+        else:
+            self.notify(
+                "Mark two traces with m (or highlight a fork) to compare them.",
+                title="Diff",
+                severity="warning",
+            )
+            return
+        self.app.push_screen(DiffScreen(a_id, b_id))

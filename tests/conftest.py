@@ -1,9 +1,20 @@
-"""Shared fixtures: an isolated store directory per test, a migrated store, a fixed clock and a
-factory of valid trace objects."""
+"""Shared fixtures: an isolated store directory per test, a migrated store (SQLite, and
+PostgreSQL when a server is given), a fixed clock and a factory of valid trace objects.
+
+The store and service suites (``tests/unit``, and tests marked ``both_backends``) run every
+test that uses the ``store`` fixture twice: on a SQLite file and on a PostgreSQL server, each
+test in a schema of its own (so xdist workers never meet). The server comes from ``--pg URL``
+or ``AGENT_REPLAY_TEST_PG``; without one (or when it can't be reached) the PostgreSQL variants
+skip with the reason, except under ``CI=true``, where they fail. A PostgreSQL variant also sets
+``AGENT_REPLAY_DB_URL``, so commands, hooks and subprocesses in the test use the same store.
+Tests marked ``sqlite_only`` (pragmas, files, rowid plans) run on SQLite only.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +23,118 @@ import pytest
 
 from agent_replay.clock import FixedClock
 from agent_replay.store.db import Store, ensure_database
+
+PG_ENV = "AGENT_REPLAY_TEST_PG"
+BOTH_DIRS = ("tests/unit/",)
+"""Where every test using ``store`` runs on both backends (elsewhere: ``both_backends``)."""
+SQLITE_ONLY_MODULES: frozenset[str] = frozenset({"test_guard_enforce.py"})
+"""Modules of ``tests/unit`` that stay on SQLite as a whole: ``hook --enforce`` decides in the
+stdlib fast path, against the local SQLite file."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--pg",
+        default=None,
+        metavar="URL",
+        help=f"PostgreSQL server for the PostgreSQL variants of the store tests (else ${PG_ENV})",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: runs on the SQLite store only")
+    config.addinivalue_line(
+        "markers", "both_backends: runs on SQLite and PostgreSQL (outside tests/unit too)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    node = metafunc.definition
+    path = str(node.path).replace(os.sep, "/")
+    both = node.get_closest_marker("both_backends") is not None or (
+        any(f"/{d}" in path for d in BOTH_DIRS) and node.path.name not in SQLITE_ONLY_MODULES
+    )
+    if node.get_closest_marker("sqlite_only") is not None or not both:
+        return  # the backend fixture's default: SQLite, test ids unchanged
+    metafunc.parametrize("backend", ["sqlite", "postgresql"], indirect=True)
+
+
+_PG_STATE: dict[str, str | None] = {}
+
+
+def pg_server(config: pytest.Config) -> str:
+    """The PostgreSQL server URL, checked once per process; skips (fails under CI=true)."""
+    if "url" not in _PG_STATE:
+        url = (config.getoption("--pg") or os.environ.get(PG_ENV) or "").strip() or None
+        reason = None
+        if url is None:
+            reason = (
+                f"PostgreSQL variant: no server given (set {PG_ENV}=postgresql://USER@HOST:PORT/DB "
+                "or pass --pg URL)"
+            )
+        else:
+            try:
+                import psycopg2
+
+                psycopg2.connect(url, connect_timeout=5).close()
+            except Exception as exc:  # noqa: BLE001 - any failure is the skip reason
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                reason = f"PostgreSQL variant: the server at {url} is not reachable: {first}"
+        _PG_STATE["url"] = url
+        _PG_STATE["reason"] = reason
+    reason = _PG_STATE["reason"]
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{reason} (required under CI=true)", pytrace=False)
+        pytest.skip(reason)
+    url = _PG_STATE["url"]
+    assert url is not None
+    return url
+
+
+def _admin(url: str, sql: str) -> None:
+    import psycopg2
+
+    conn = psycopg2.connect(url, connect_timeout=5)
+    try:
+        conn.autocommit = True
+        with conn.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '20s'")
+            cursor.execute(sql)
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """``sqlite`` or ``postgresql`` (parametrized where both run; else SQLite)."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def store_url(
+    backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str | None]:
+    """The PostgreSQL store's URL (a fresh schema, dropped afterwards), or ``None`` on SQLite.
+
+    Also sets ``AGENT_REPLAY_DB_URL`` to it, so everything the test runs uses that store.
+    """
+    if backend != "postgresql":
+        yield None
+        return
+    server = pg_server(request.config)
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    url = f"{server}{'&' if '?' in server else '?'}schema={schema}"
+    monkeypatch.setenv("AGENT_REPLAY_DB_URL", url)
+    try:
+        yield url
+    finally:
+        try:
+            _admin(server, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        except Exception:  # noqa: BLE001 - a leftover schema is harmless; never fail teardown
+            pass
 
 FIXED_NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -27,9 +150,9 @@ def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def store(store_dir: Path) -> Iterator[Store]:
-    """A freshly created and migrated store in ``store_dir``."""
-    db = ensure_database(store_dir)
+def store(store_dir: Path, store_url: str | None) -> Iterator[Store]:
+    """A freshly created and migrated store: in ``store_dir``, or a PostgreSQL schema."""
+    db = ensure_database(store_url or store_dir)
     yield db
     db.close()
 

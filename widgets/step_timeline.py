@@ -4,7 +4,8 @@ A trace may have tens of thousands of steps, so this is a ``ScrollView`` that re
 visible lines (toolong's ``LogLines`` idea): each line is built on demand from a small
 ``StepRow`` and kept in a bounded LRU cache of ``Strip``s. The first line is a fixed column
 header. Producer text (step names) arrives already escaped (``StepRow.from_step``) and is
-appended as plain text, never parsed as markup.
+appended as plain text, never parsed as markup. A guard check that blocked its action (an
+attempt stopped by ``hook --enforce``, say) gets a warning tint and a ``⊘`` marker.
 
 A TUI module: imports Textual and Rich, never the store.
 """
@@ -28,6 +29,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from agent_replay.display import fmt_int, fmt_ms, safe
+from agent_replay.services.guard.verdict import is_blocked
 
 STEP_ICONS: dict[str, str] = {
     "thought": "∴",
@@ -77,6 +79,8 @@ class StepRow:
     has_error: bool = False
     has_decision: bool = False
     has_snapshot: bool = False
+    blocked: bool = False
+    """A guard check that blocked its action (``services.guard.verdict.is_blocked``)."""
 
     @classmethod
     def from_step(cls, step: Mapping[str, Any]) -> StepRow:
@@ -90,6 +94,7 @@ class StepRow:
             has_error=bool(step.get("error")),
             has_decision=bool(step.get("decision")),
             has_snapshot=bool(step.get("snapshot")),
+            blocked=is_blocked(step),
         )
 
 
@@ -134,6 +139,8 @@ class StepTimeline(ScrollView, can_focus=True):
         "step-timeline--cursor",
         "step-timeline--muted",
         "step-timeline--bar-track",
+        "step-timeline--blocked",
+        "step-timeline--blocked-row",
         *(f"step-timeline--{step_type}" for step_type in STEP_ICONS),
     }
 
@@ -150,6 +157,8 @@ class StepTimeline(ScrollView, can_focus=True):
         & > .step-timeline--number { color: $text-muted; }
         & > .step-timeline--muted { color: $text-muted; }
         & > .step-timeline--bar-track { background: $foreground 6%; }
+        & > .step-timeline--blocked { color: $text-warning; text-style: bold; }
+        & > .step-timeline--blocked-row { background: $warning 18%; }
         & > .step-timeline--cursor { background: $block-cursor-blurred-background; }
         &:focus > .step-timeline--cursor {
             background: $block-cursor-background;
@@ -386,20 +395,30 @@ class StepTimeline(ScrollView, can_focus=True):
         text.append(tokens.rjust(_TOKENS_WIDTH) + " ")
         if is_cursor:
             text.stylize(self._style("cursor"))
-        return self._to_strip(text, width)
+        strip = self._to_strip(text, width)
+        if row.blocked and not is_cursor:
+            # A base style: cells with a background of their own (the bar track) keep it.
+            tint = self.get_component_rich_style("step-timeline--blocked-row").bgcolor
+            strip = strip.apply_style(Style(bgcolor=tint))
+        return strip
 
     def _name_cell(self, row: StepRow, width: int) -> Text:
-        """The name, truncated to fit, then markers: snapshot ◉, decision ◆, error ✗."""
+        """The name, truncated to fit, then markers: snapshot ◉, decision ◆, error ✗,
+        blocked ⊘."""
         markers = Text(end="")
         if row.has_snapshot:
             markers.append(" ◉", self._style("muted"))
         if row.has_decision and row.step_type != "decision":
             markers.append(" ◆", self._style("decision"))
-        if row.has_error and row.step_type != "error":
+        if row.blocked:
+            markers.append(" ⊘", self._style("blocked"))
+        elif row.has_error and row.step_type != "error":
             markers.append(" ✗", self._style("error"))
         name = Text(row.name or "—", no_wrap=True, end="")
         if not row.name:
             name.stylize(self._style("muted"))
+        elif row.blocked:
+            name.stylize(self._style("blocked"))
         elif row.has_error:
             name.stylize(self._style("error"))
         name.truncate(max(1, width - markers.cell_len), overflow="ellipsis")

@@ -1,4 +1,5 @@
-"""What every headless command shares: the ``--dir`` and ``--json`` options, opening the store,
+"""What every headless command shares: the ``--dir``, ``--db-url`` and ``--json`` options,
+opening the store (a local directory or a PostgreSQL URL),
 plain-terminal output (escaping producer text, optional colour), and time parsing.
 
 Never imports Textual or Rich: these paths must start fast and stay importable without them.
@@ -32,8 +33,36 @@ F = TypeVar("F", bound=Callable[..., Any])
 # --- options -------------------------------------------------------------------------------
 
 
+DB_URL_HELP = (
+    "Use the PostgreSQL store at URL (postgresql://USER@HOST:PORT/DB[?schema=NAME]) instead "
+    "of the local one (default: $AGENT_REPLAY_DB_URL; '' forces the local store)."
+)
+_DB_URL_KEY = "agent_replay.db_url"  # in click's ctx.meta, shared by the root and subcommands
+
+
+def remember_db_url(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """Callback of every ``--db-url``: the innermost one given wins (see ``resolve_db_url``)."""
+    if value is not None:
+        ctx.meta[_DB_URL_KEY] = value
+
+
+def db_url_option(function: F) -> F:
+    """``--db-url``: a PostgreSQL store for this command (read by ``resolve_db_url``, so the
+    command's own parameters don't change)."""
+    return click.option(
+        "--db-url",
+        metavar="URL",
+        default=None,
+        expose_value=False,
+        callback=remember_db_url,
+        help=DB_URL_HELP,
+    )(function)
+
+
 def dir_option(function: F) -> F:
-    """``--dir``: the store directory (else AGENT_REPLAY_DIR, else the nearest .agent-replay)."""
+    """``--dir``: the store directory (else AGENT_REPLAY_DIR, else the nearest .agent-replay),
+    and ``--db-url``: a PostgreSQL store instead (else AGENT_REPLAY_DB_URL)."""
+    function = db_url_option(function)
     return click.option(
         "--dir",
         "store_dir",
@@ -62,21 +91,47 @@ def resolve_store_dir(store_dir: Path | None) -> Path:
     return resolve_dir(store_dir)
 
 
+def resolve_db_url() -> str | None:
+    """The database URL for this invocation: the command's ``--db-url``, else the root's,
+    else ``AGENT_REPLAY_DB_URL``; ``None`` for the local store (an empty value forces it)."""
+    from agent_replay.paths import ENV_DB_URL
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and _DB_URL_KEY in ctx.meta:
+        value = ctx.meta[_DB_URL_KEY]
+    else:
+        value = os.environ.get(ENV_DB_URL)
+    value = (value or "").strip()
+    return value or None
+
+
+def store_target(store_dir: Path | None) -> Any:
+    """What ``open_store`` opens for this invocation: the database URL, else the local file."""
+    from agent_replay.paths import db_path
+
+    return resolve_db_url() or db_path(resolve_store_dir(store_dir))
+
+
+def store_label(store_dir: Path | None) -> str:
+    """The store for people: the URL (password masked), else the store directory."""
+    from agent_replay.store.db import mask_url
+
+    url = resolve_db_url()
+    return mask_url(url) if url else str(resolve_store_dir(store_dir))
+
+
 def open_existing(store_dir: Path | None) -> Any:
     """Open the store for reading commands; a missing store is an error with a hint."""
-    from agent_replay.paths import db_path
     from agent_replay.store.db import open_store
 
-    folder = resolve_store_dir(store_dir)
-    return open_store(db_path(folder), create=False)
+    return open_store(store_target(store_dir), create=False)
 
 
 def open_or_create(store_dir: Path | None) -> Any:
-    """Open the store, creating it (and its directory) when missing."""
-    from agent_replay.paths import db_path
+    """Open the store, creating it (its directory, or its server schema) when missing."""
     from agent_replay.store.db import open_store
 
-    return open_store(db_path(resolve_store_dir(store_dir)), create=True)
+    return open_store(store_target(store_dir), create=True)
 
 
 # --- output --------------------------------------------------------------------------------

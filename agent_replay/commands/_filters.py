@@ -1,4 +1,4 @@
-"""The trace filter options shared by ``list`` and ``export``."""
+"""The trace filter options shared by ``list``, ``export``, ``search`` and ``push``."""
 
 from __future__ import annotations
 
@@ -12,14 +12,27 @@ F = TypeVar("F", bound=Callable[..., Any])
 STATUSES = ["running", "completed", "failed", "timeout", "forked"]
 
 
-def filter_options(function: F) -> F:
-    """``--status --agent --tag --since --session --sort --limit``."""
-    options = [
+def _which_options() -> list[Callable[[F], F]]:
+    return [
         click.option("--status", type=click.Choice(STATUSES), help="Only traces with this status."),
         click.option("--agent", help="Only traces of this agent name."),
         click.option("--tag", help="Only traces with this tag."),
         click.option("--since", help="Only traces started since: 7d, 12h, 30m, 2w, or 2026-01-01."),
         click.option("--session", help="Only traces of this session id."),
+    ]
+
+
+def which_options(function: F) -> F:
+    """``--status --agent --tag --since --session``: which traces (``search``, ``push``)."""
+    for option in reversed(_which_options()):
+        function = option(function)
+    return function
+
+
+def filter_options(function: F) -> F:
+    """``--status --agent --tag --since --session --sort``."""
+    options = [
+        *_which_options(),
         click.option(
             "--sort",
             type=click.Choice(["time", "tokens", "duration", "cost"]),

@@ -28,6 +28,13 @@ CONTEXT = 56
     is_flag=True,
     help="Compare whole traces even when one is a fork of the other.",
 )
+@click.option("--ai", "use_ai", is_flag=True, help="Add an AI account of why the traces diverged.")
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Hard cap in USD on what the --ai call may spend.",
+)
 @dir_option
 @json_option
 def command(
@@ -36,6 +43,8 @@ def command(
     compact: bool,
     exit_code: bool,
     full: bool,
+    use_ai: bool,
+    max_cost: float | None,
     store_dir: Path | None,
     as_json: bool,
 ) -> int:
@@ -59,16 +68,50 @@ def command(
       agent-replay diff trc_demo4 trc_demo5 --compact
       agent-replay diff PARENT FORK --json
       agent-replay diff trc_a trc_b --exit-code >/dev/null || echo "runs differ"
+      agent-replay diff trc_demo4 trc_demo5 --ai --max-cost 0.02
     """
-    from agent_replay.commands._common import emit_json, open_existing
+    from agent_replay.commands._common import emit_json, open_existing, resolve_store_dir
     from agent_replay.services.diff import diff_stored
 
+    settings = None
+    if use_ai:  # resolve the key first: no key is an error before any work is done
+        from agent_replay.config import load_config
+        from agent_replay.services.evals.providers import resolve_ai
+
+        settings = resolve_ai(load_config(resolve_store_dir(store_dir)))
     with open_existing(store_dir) as store:
         result = diff_stored(store, a, b, fork_scope=not full)
+    explanation = None
+    ai_error = None
+    if settings is not None and not result.identical:
+        from agent_replay.clock import SystemClock
+        from agent_replay.services.evals.budget import Budget
+        from agent_replay.services.evals.divergence import explain_divergence
+        from agent_replay.services.evals.errors import AIError
+
+        try:
+            explanation = explain_divergence(
+                result, settings, clock=SystemClock(), budget=Budget(max_cost)
+            )
+        except AIError as exc:
+            ai_error = exc
     if as_json:
-        emit_json(result.to_json(compact=compact))
+        out = result.to_json(compact=compact)
+        if explanation is not None:
+            out["ai"] = explanation.to_json()
+        emit_json(out)
     else:
-        click.echo("\n".join(render(result, compact=compact)))
+        lines = render(result, compact=compact)
+        if explanation is not None:
+            from agent_replay.display import safe
+
+            lines += ["", *(safe(line) for line in explanation.lines())]
+        click.echo("\n".join(lines))
+    if ai_error is not None:
+        click.echo(f"error: {ai_error.message}", err=True)
+        for hint in ai_error.hints:
+            click.echo(f"  hint: {hint}", err=True)
+        return 1
     return 1 if exit_code and not result.identical else 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,6 +32,18 @@ from agent_replay.commands._common import dir_option, json_option
     help="Replace the input with --modify-input instead of merging it.",
 )
 @click.option("--tag", "tags", multiple=True, help="Tag the fork (repeatable).")
+@click.option(
+    "--rerun",
+    is_flag=True,
+    help="Re-send step N (an llm_call with recorded messages) to its model; record the reply.",
+)
+@click.option("--model", default=None, help="With --rerun: use this model instead.")
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="With --rerun: hard cap in USD on the call.",
+)
 @dir_option
 @json_option
 def command(
@@ -39,6 +52,9 @@ def command(
     modify_input: str | None,
     replace: bool,
     tags: tuple[str, ...],
+    rerun: bool,
+    model: str | None,
+    max_cost: float | None,
     store_dir: Path | None,
     as_json: bool,
 ) -> int:
@@ -59,6 +75,11 @@ def command(
       agent-replay fork trc_demo5 --from-step 6 --modify-input '{"timeout_s": 120}'
       agent-replay fork trc_demo4 --from-step 1 --modify-input '{"question": "Q2?"}' --tag what-if
       agent-replay fork trc_demo5 --from-step 6 --replace --modify-input @input.json --json
+      agent-replay fork trc_demo1 --from-step 5 --modify-input @msgs.json --rerun --max-cost 0.01
+
+    With --rerun, step N must be an llm_call whose messages were recorded: the edited messages
+    are re-sent to the recorded model's provider (your key; --max-cost caps it) and the reply
+    becomes the fork's step N, so you see what the model would have said.
     """
     from agent_replay.clock import SystemClock
     from agent_replay.commands._common import emit_json, open_existing
@@ -72,6 +93,12 @@ def command(
         edit = InputEdit(parse_modification(modify_input), "replace" if replace else "merge")
     elif replace:
         raise UsageError("--replace needs --modify-input (the new input)")
+    if rerun:
+        return _fork_and_rerun(
+            store_dir, trace_id, from_step, edit, list(tags), model, max_cost, as_json
+        )
+    if model is not None or max_cost is not None:
+        raise UsageError("--model and --max-cost go with --rerun")
     with open_existing(store_dir) as store:
         result = fork_trace(store, trace_id, from_step, edit, tags=list(tags), clock=SystemClock())
     if as_json:
@@ -86,6 +113,53 @@ def command(
         f"forked {result.parent_trace_id} at step {from_step} ({what}); "
         f"{result.step_count} step(s). Compare: agent-replay diff {result.parent_trace_id} "
         f"{result.trace_id}",
+        err=True,
+    )
+    return 0
+
+
+def _fork_and_rerun(
+    store_dir: Path | None,
+    trace_id: str,
+    from_step: int,
+    edit: Any,
+    tags: list[str],
+    model: str | None,
+    max_cost: float | None,
+    as_json: bool,
+) -> int:
+    """Build the fork, re-send step N to the model (no store held during the call), write it."""
+    from agent_replay.clock import SystemClock
+    from agent_replay.commands._common import emit_json, open_existing, resolve_store_dir
+    from agent_replay.config import load_config
+    from agent_replay.errors import UsageError
+    from agent_replay.services.evals.budget import Budget
+    from agent_replay.services.evals.rerun import rerun_fork_step
+    from agent_replay.services.fork import build_fork
+    from agent_replay.services.ingest import ingest_trace
+    from agent_replay.store.queries import resolve_trace_id, trace_json
+
+    if from_step == 1:
+        raise UsageError("--rerun re-sends an llm_call step: --from-step 1 edits the trace input")
+    clock = SystemClock()
+    with open_existing(store_dir) as store:
+        parent = trace_json(store, resolve_trace_id(store, trace_id))
+    fork = build_fork(parent, from_step, edit, tags=tags, clock=clock)
+    config = load_config(resolve_store_dir(store_dir))
+    fork, rerun = rerun_fork_step(
+        fork, from_step, config, clock=clock, budget=Budget(max_cost), model=model
+    )
+    with open_existing(store_dir) as store:
+        written = ingest_trace(store, fork, clock=clock)
+    if as_json:
+        emit_json(
+            {"trace_id": written.id, "parent_trace_id": parent["id"], "rerun": rerun.to_json()}
+        )
+        return 0
+    click.echo(written.id)
+    click.echo(
+        f"forked {parent['id']} at step {from_step} and re-ran it on {rerun.provider} "
+        f"{rerun.model}. Compare: agent-replay diff {parent['id']} {written.id}",
         err=True,
     )
     return 0

@@ -1,14 +1,16 @@
 """``agent-replay hook``: record a harness hook payload (the full path).
 
 The common case never gets here: ``agent_replay.entry`` answers ``hook`` from the stdlib-only
-fast path (queue the payload, make sure a drainer runs). This module serves ``--help``,
-``--sync``, and the first payload into a store that must be created or migrated first.
+fast path (queue the payload, make sure a drainer runs; with ``--enforce``, decide the call
+first: ``services/guard/enforce``). This module serves ``--help``, ``--sync``, and the first
+payload into a store that must be created or migrated first.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -28,9 +30,27 @@ from agent_replay.commands._common import dir_option
 @click.option(
     "--sync", is_flag=True, help="Record before returning (slower; for scripts and debugging)."
 )
+@click.option(
+    "--enforce",
+    is_flag=True,
+    help="Also decide pre-tool events against the guard policies and answer the harness "
+    "(deny, ask for review, warn). See `agent-replay guard --help`.",
+)
+@click.option(
+    "--plain",
+    is_flag=True,
+    help="With --enforce: answer with exit code 2 and a reason on stderr instead of the "
+    "harness's JSON (for harnesses without structured hook output).",
+)
 @dir_option
 def command(
-    dialect: str, no_input: bool, no_redact: bool, sync: bool, store_dir: Path | None
+    dialect: str,
+    no_input: bool,
+    no_redact: bool,
+    sync: bool,
+    enforce: bool,
+    plain: bool,
+    store_dir: Path | None,
 ) -> int:
     """Record one hook payload from stdin: Claude Code, Codex CLI or Gemini CLI.
 
@@ -53,27 +73,115 @@ def command(
     SessionEnd.
 
     \b
+    Guardrails: register `agent-replay hook --enforce` for the pre-tool event (PreToolUse,
+    Gemini's BeforeTool) in place of `agent-replay hook`. The proposed call is decided
+    against the enabled policies (`agent-replay guard list`) and answered in the harness's
+    dialect: deny blocks it, require_review asks (Claude Code) or blocks with "review
+    required" (Codex CLI, Gemini CLI: their hooks cannot ask), warn shows a message and
+    allows. Every matched decision is recorded as a guard_check step. If the policies cannot
+    be read, the call is denied (fail closed). A guardrail, not a security boundary.
+
+    \b
     Examples:
       echo '{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "hi"}' \\
         | agent-replay hook --sync
       agent-replay hook --no-input      (keep prompts and tool I/O out of the store)
+      agent-replay hook --enforce       (capture, and enforce the guard policies)
+      agent-replay hook --enforce --plain   (block with exit 2 + stderr, no JSON)
     """
-    from agent_replay.commands._common import open_or_create, resolve_store_dir
+    from agent_replay.commands._common import resolve_db_url, resolve_store_dir
+    from agent_replay.paths import db_path
     from agent_replay.services.capture.hook_drain import drain_with_lock
-    from agent_replay.services.capture.hook_inbox import enqueue, log_error
+    from agent_replay.services.capture.hook_inbox import (
+        enqueue,
+        ensure_drainer,
+        log_error,
+        spool,
+    )
+    from agent_replay.store.db import open_store
 
+    if plain and not enforce:
+        raise click.UsageError("--plain only applies with --enforce")
     folder = resolve_store_dir(store_dir)
     payload = sys.stdin.read()
+    options = {"dialect": dialect, "no_input": no_input, "redact": not no_redact, "sync": sync}
+    # A team store: the local store spools the payload (see hook_inbox.spool).
+    options["db_url"] = resolve_db_url() or ""
+    spool(options)
+    if enforce:
+        return _enforce(folder, payload, options, plain=plain)
     if not payload.strip():
         log_error(folder, "empty payload on stdin; nothing recorded")
         return 0
-    options = {"dialect": dialect, "no_input": no_input, "redact": not no_redact, "sync": sync}
     try:
-        with open_or_create(folder) as store:
-            db_file = store.path
-        assert db_file is not None
-        enqueue(db_file, payload, options)
-        drain_with_lock(folder)
+        with open_store(db_path(folder), create=True):
+            pass
+        enqueue(db_path(folder), payload, options)
+        if "db_url" in options and not sync:
+            ensure_drainer(folder)  # the server may be slow or down: never wait for it here
+        else:
+            drain_with_lock(folder)
     except Exception as exc:  # noqa: BLE001 - capture must never fail the harness
         log_error(folder, f"{type(exc).__name__}: {exc}")
     return 0
+
+
+def _enforce(folder: Path, payload: str, options: dict[str, Any], *, plain: bool) -> int:
+    """``--enforce`` on the full path: create or migrate the store, decide, capture, answer.
+
+    The same decision as the fast path (``services/guard/enforce``): a store that cannot be
+    opened or read fails closed; capture problems are logged and never change the answer.
+    """
+    import json
+
+    from agent_replay.paths import db_path
+    from agent_replay.services.capture.hook_drain import drain_with_lock
+    from agent_replay.services.capture.hook_inbox import enqueue, log_error
+    from agent_replay.services.guard import enforce
+    from agent_replay.services.guard.decide import failure
+
+    if not payload.strip():
+        log_error(folder, "empty payload on stdin; nothing recorded")
+        return 0
+    try:
+        parsed = json.loads(payload)
+    except ValueError:
+        parsed = None
+    opened = True
+    try:
+        from agent_replay.store.db import open_store
+
+        with open_store(db_path(folder), create=True):  # the local store (a spool for a URL)
+            pass
+    except Exception:  # noqa: BLE001 - decided below: a store that cannot open fails closed
+        enforce.log_traceback(folder)
+        opened = False
+    reply = None
+    queued = dict(options)
+    if enforce.is_pre_tool(parsed):
+        harness = enforce.harness_of(parsed, options["dialect"])
+        try:
+            if opened:
+                evaluation = enforce.evaluate_file(db_path(folder), enforce.proposed_step(parsed))
+            else:
+                evaluation = failure("the store cannot be opened; see its log")
+        except Exception as exc:  # noqa: BLE001 - deciding failed: fail closed
+            enforce.log_traceback(folder)
+            evaluation = failure(f"{type(exc).__name__}: {exc}")
+        reply = enforce.answer(evaluation, harness, plain=plain)
+        if evaluation.matched:
+            queued["guard"] = enforce.guard_record(evaluation, reply, harness)
+    if opened:
+        try:
+            enqueue(db_path(folder), payload, queued)
+            if "db_url" in queued and not queued.get("sync"):
+                from agent_replay.services.capture.hook_inbox import ensure_drainer
+
+                ensure_drainer(folder)  # never make the harness wait for a team server
+            else:
+                drain_with_lock(folder)
+        except Exception as exc:  # noqa: BLE001 - capture never changes the answer
+            log_error(folder, f"{type(exc).__name__}: {exc}")
+    if reply is None:
+        return 0
+    return reply.emit(sys.stdout, sys.stderr)

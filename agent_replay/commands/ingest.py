@@ -52,16 +52,21 @@ class _Peeked:
 def _stored_ids(store_dir: Path | None) -> Any:
     """For ``--dry-run``: a lookup of ids already stored, read without writing anything
     (``None`` when there is no store, or it needs a migration a dry run must not apply)."""
-    from agent_replay.commands._common import resolve_store_dir
-    from agent_replay.paths import db_path
-    from agent_replay.store.db import open_store
+    from agent_replay.commands._common import store_target
+    from agent_replay.errors import StoreError
+    from agent_replay.store.db import is_db_url, open_store
     from agent_replay.store.migrations import pending
     from agent_replay.store.writes import existing_trace_ids
 
-    file = db_path(resolve_store_dir(store_dir))
-    if not file.exists():
+    target = store_target(store_dir)  # the local file, or a team store's URL
+    if not is_db_url(target) and not target.exists():
         return None
-    store = open_store(file, create=False, migrate=False)
+    try:
+        store = open_store(target, create=False, migrate=False)
+    except StoreError as exc:
+        if is_db_url(target) and exc.message.startswith("no agent-replay store"):
+            return None  # no team store there yet (a server that can't be reached raises)
+        raise
     if pending(store.db):
         store.close()
         return None

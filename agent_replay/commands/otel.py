@@ -9,6 +9,7 @@ import gc
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -56,8 +57,8 @@ def serve(port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
     root (invoke_agent / invoke_workflow; a span tree without one becomes a trace of its own);
     Claude Code and Gemini CLI log events become one trace per session. Redelivered batches
     add nothing; spans arriving out of order merge into one trace. Requests are answered at
-    once and written by a background thread; Ctrl-C (or SIGTERM) stops the server after
-    writing everything received. Exits 0 then, 1 if something could not be written.
+    once and written by a background writer process; Ctrl-C (or SIGTERM) stops the server
+    after writing everything received. Exits 0 then, 1 if something could not be written.
 
     \b
     Exporters (OTLP/HTTP, base URL):
@@ -84,8 +85,7 @@ def serve(port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
     gc.set_threshold(50_000, 50, 100)
     folder = resolve_store_dir(store_dir)
     with open_or_create(folder) as store:
-        db_file = store.path
-    assert db_file is not None
+        db_file = store.path if store.path is not None else store.target  # a file or a URL
 
     def say(line: str) -> None:
         click.echo(line, err=True)
@@ -120,6 +120,12 @@ def serve(port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
                 hints=["pick another port with --port (0 picks a free one)"],
             ) from None
         try:
+            # Announce the server once it can write too: the writer process takes a moment to
+            # start (requests arriving meanwhile only wait in its queue).
+            deadline = time.monotonic() + 10.0
+            while not receiver.writer.wait_ready(0.05):
+                if stop.is_set() or time.monotonic() > deadline:
+                    break
             if not is_loopback(host):
                 say(
                     f"warning: listening on {host}, not loopback: anyone who can reach this "

@@ -58,7 +58,7 @@ def command(
     """
     if not cmd:
         raise click.UsageError("no command to run: agent-replay run [OPTIONS] -- COMMAND [ARGS]...")
-    from agent_replay.commands._common import resolve_store_dir
+    from agent_replay.commands._common import resolve_db_url, resolve_store_dir
     from agent_replay.services.capture.run import EXIT_NOT_FOUND, run_traced
 
     def warn(message: str) -> None:
@@ -71,6 +71,7 @@ def command(
         tags=split_tags(tags),
         redact=not no_redact,
         warn=warn,
+        db_url=resolve_db_url(),
     )
     if outcome.returncode is None:
         warn(outcome.error or "the command could not be started")

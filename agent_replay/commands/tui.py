@@ -32,7 +32,7 @@ def run_app(
         click.echo(root.get_help())
         click.echo("\nerror: the app needs a terminal; use a subcommand instead", err=True)
         return EXIT_USAGE
-    from agent_replay.commands._common import open_or_create, resolve_store_dir
+    from agent_replay.commands._common import open_or_create, store_label
 
     store = open_or_create(store_dir)
     if trace_id is not None:
@@ -41,7 +41,7 @@ def run_app(
         trace_id = resolve_trace_id(store, trace_id)
     from agent_replay.app import make_app  # deferred: Textual, TUI only
 
-    label = str(resolve_store_dir(store_dir))
+    label = store_label(store_dir)  # the directory, or the team store's URL (password masked)
     app = make_app(
         store, initial_trace=trace_id, initial_mode=mode, store_label=label, **app_options
     )

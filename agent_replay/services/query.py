@@ -1,5 +1,7 @@
 """The trace list's filter-bar language: ``status:failed agent:bot tag:prod session:s1
-since:7d sort:tokens`` plus free text (matched against id, agent, error and session).
+since:7d sort:tokens`` plus free text: words searched (as prefixes) in the names, inputs,
+outputs, errors and session ids of traces and their steps through the search index, or a trace
+id prefix (``store/search.text_filter_sql``).
 
 Shared by the TUI's filter bar and the dashboard's drill-down, so both filter the same way.
 """

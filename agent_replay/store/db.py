@@ -1,26 +1,46 @@
-"""Opening the store: the SQLite file, its pragmas and permissions, and the ``Store`` handle.
+"""Opening the store: a local SQLite file (the default) or a shared PostgreSQL database, and the
+``Store`` handle every service writes and reads through.
 
-Pragmas on every connection: WAL (readers never block the writer), ``busy_timeout`` 15 s (hook
-processes run in parallel against one file), foreign keys on, ``synchronous=NORMAL`` (durable
-at each checkpoint, safe against application crashes, much faster than FULL under WAL).
+SQLite pragmas on every connection: WAL (readers never block the writer), ``busy_timeout`` 15 s
+(hook processes run in parallel against one file), foreign keys on, ``synchronous=NORMAL``
+(durable at each checkpoint, safe against application crashes, much faster than FULL under
+WAL). A new file is created with ``auto_vacuum=INCREMENTAL``, so ``prune`` can hand freed pages
+back to the file system without rewriting the whole database.
+
+PostgreSQL (``postgresql://user@host:port/db?schema=team``): the same tables through the same
+SQL, in the URL's schema (created on first use; default: the server's search path). Writers
+serialize on a transaction-scoped advisory lock per store (see ``Store.write``), which is what
+``BEGIN IMMEDIATE`` gives SQLite; readers never wait (MVCC). Connections are pooled per thread
+(the TUI's workers open and close one per query batch).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
-from peewee import Database, PeeweeException, SqliteDatabase
+from peewee import (
+    Database,
+    ImproperlyConfigured,
+    IntegrityError,
+    PeeweeException,
+    SqliteDatabase,
+)
 
 from agent_replay.errors import StoreError
-from agent_replay.paths import DB_NAME, make_private_dir
+from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir
 
 BUSY_TIMEOUT_S = 15.0
 
-# Errors a write can raise: peewee's wrappers, and the driver's own from raw cursors.
+# Errors a write can raise: peewee's wrappers, and the driver's own from raw cursors (the
+# PostgreSQL path wraps its raw cursors, see ``writes.insert_many``).
 DB_ERRORS: tuple[type[Exception], ...] = (PeeweeException, sqlite3.Error)
 
 PRAGMAS = {
@@ -31,42 +51,186 @@ PRAGMAS = {
     "cache_size": -64000,
 }
 
+PG_CONNECT_TIMEOUT_S = 10
+"""How long connecting to a PostgreSQL server may take before the command fails (libpq waits
+for the TCP timeout otherwise, minutes on an unreachable host)."""
+PG_LOCK_TIMEOUT = "60s"
+"""The longest a writer waits for the store's write lock (SQLite's busy timeout, on a server
+shared by a team and its CI)."""
+
+_URL_SCHEME = re.compile(r"^(postgres|postgresql)://", re.IGNORECASE)
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
+
+# The write lock: one advisory lock per store (per schema), held to the end of the transaction.
+PG_WRITE_LOCK = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('agent-replay:' || current_schema(), 0))"
+)
+
+
+def is_db_url(target: object) -> bool:
+    """Whether ``target`` is a database URL (``postgresql://…``) rather than a path."""
+    return isinstance(target, str) and bool(_URL_SCHEME.match(target.strip()))
+
+
+@dataclass(frozen=True)
+class PgUrl:
+    """A PostgreSQL store URL taken apart: what libpq gets, and what agent-replay reads itself."""
+
+    dsn: str
+    """The URL libpq connects with (our own ``schema`` parameter removed)."""
+    schema: str | None
+    """The schema holding the store (``None``: the server's search path)."""
+    label: str
+    """The URL with any password masked, for messages."""
+    host: str
+    port: int
+    options: str
+    """libpq ``options`` to send (the URL's own, plus our search path and lock timeout)."""
+    connect_timeout: int
+
+
+def parse_pg_url(url: str) -> PgUrl:
+    """Split a ``postgresql://`` URL into libpq's part and agent-replay's ``schema``.
+
+    Raises:
+        StoreError: not a PostgreSQL URL, or a schema name that is not a plain identifier.
+    """
+    text = url.strip()
+    if not is_db_url(text):
+        raise StoreError(
+            f"not a PostgreSQL URL: {mask_url(text)}",
+            hints=["use postgresql://USER@HOST:PORT/DATABASE[?schema=NAME]"],
+        )
+    parts = urlsplit(text)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schema = None
+    kept: list[tuple[str, str]] = []
+    options = ""
+    timeout = PG_CONNECT_TIMEOUT_S
+    for key, value in params:
+        if key == "schema":
+            schema = value or None
+        elif key == "options":
+            options = value
+        elif key == "connect_timeout" and value.isdigit():
+            timeout = int(value)
+        else:
+            kept.append((key, value))
+    if schema is not None and not _SCHEMA_NAME.match(schema):
+        raise StoreError(
+            f"schema {schema!r} in the database URL is not a plain identifier",
+            hints=["use letters, digits and underscores, e.g. ?schema=team_traces"],
+        )
+    extra = [f"-c lock_timeout={PG_LOCK_TIMEOUT}"]
+    if schema is not None:
+        extra.append(f"-c search_path={schema}")
+    options = " ".join([options, *extra]).strip()
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(kept), parts.fragment))
+    return PgUrl(
+        dsn=dsn,
+        schema=schema,
+        label=mask_url(text),
+        host=unquote(parts.hostname or "localhost"),
+        port=_port(parts),
+        options=options,
+        connect_timeout=timeout,
+    )
+
+
+def _port(parts: Any) -> int:
+    try:
+        return int(parts.port or 5432)
+    except ValueError:
+        return 5432
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user = quote(unquote(parts.username or ""), safe="")
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
 
 class Store:
     """A handle on one agent-replay store.
 
     Attributes:
         db: the peewee database; queries are bound to it explicitly.
-        path: the database file (``None`` for a non-file database).
+        path: the database file (``None`` for a PostgreSQL store).
+        url: the PostgreSQL URL (``None`` for a SQLite store).
     """
 
-    def __init__(self, db: Database, path: Path | None = None) -> None:
+    def __init__(self, db: Database, path: Path | None = None, *, url: str | None = None) -> None:
         self.db = db
         self.path = path
+        self.url = url
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether this is a SQLite store (else PostgreSQL)."""
+        return isinstance(self.db, SqliteDatabase)
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return "sqlite" if self.is_sqlite else "postgresql"
+
+    @property
+    def target(self) -> str:
+        """What ``open_store`` takes to open this store again (in another process too)."""
+        if self.url is not None:
+            return self.url
+        return str(self.path) if self.path is not None else ""
+
+    @property
+    def label(self) -> str:
+        """The store for messages: its file, or its URL with the password masked."""
+        return mask_url(self.url) if self.url is not None else str(self.path)
 
     @property
     def param(self) -> str:
-        """The driver's placeholder for raw SQL (``?`` for SQLite)."""
+        """The driver's placeholder for raw SQL (``?`` for SQLite, ``%s`` for PostgreSQL)."""
         return str(self.db.param)
 
     @contextmanager
     def write(self) -> Iterator[None]:
-        """A write transaction that takes the write lock up front (``BEGIN IMMEDIATE``).
+        """A write transaction that takes the store's write lock up front.
 
-        Every read-then-write runs in one, so concurrent writers never interleave.
+        SQLite: ``BEGIN IMMEDIATE``. PostgreSQL: a transaction-scoped advisory lock per store
+        (``PG_WRITE_LOCK``), taken first, so every statement after it sees what the previous
+        writer committed. Every read-then-write runs in one (next step number, pairing a
+        result with its call, closing a trace), so concurrent writers never interleave.
         Re-entrant: nested use becomes a savepoint.
         """
-        if isinstance(self.db, SqliteDatabase) and not self.db.in_transaction():
-            with self.db.atomic("IMMEDIATE"):
-                yield
-        else:
-            with self.db.atomic():
-                yield
+        if self.is_sqlite:
+            if not self.db.in_transaction():
+                with self.db.atomic("IMMEDIATE"):
+                    yield
+            else:
+                with self.db.atomic():
+                    yield
+            return
+        with self.db.atomic():
+            # Re-taking a lock this transaction holds is free (advisory locks stack).
+            self.db.execute_sql(PG_WRITE_LOCK)
+            yield
 
     def close(self) -> None:
-        """Close this thread's connection."""
+        """Close this thread's connection (and, on PostgreSQL, the idle pooled ones)."""
         if not self.db.is_closed():
             self.db.close()
+        close_all = getattr(self.db, "close_idle", None)
+        if close_all is not None:
+            close_all()
 
     def __enter__(self) -> Store:
         return self
@@ -83,14 +247,24 @@ def _db_file(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def open_store(path: str | os.PathLike[str], *, create: bool = True, migrate: bool = True) -> Store:
-    """Open (and by default create and migrate) the store at a file or directory.
+def open_store(
+    target: str | os.PathLike[str], *, create: bool = True, migrate: bool = True
+) -> Store:
+    """Open (and by default create and migrate) a store.
+
+    Args:
+        target: a store directory, a SQLite file, or a ``postgresql://`` URL.
+        create: create a missing store (a file, or the URL's schema and tables).
+        migrate: bring the schema up to date.
 
     Raises:
-        StoreError: the file is missing (``create=False``), not a database, or newer than this
-            build.
+        StoreError: the store is missing (``create=False``), not a database, newer than this
+            build, or its server can't be reached (with a hint).
     """
-    file = _db_file(path)
+    if is_db_url(target):
+        return _open_postgres(str(target), create=create, migrate=migrate)
+    file = _db_file(target)
+    new = not file.exists() or file.stat().st_size == 0
     if not file.exists():
         if not create:
             raise StoreError(
@@ -100,7 +274,10 @@ def open_store(path: str | os.PathLike[str], *, create: bool = True, migrate: bo
         make_private_dir(file.parent)
         fd = os.open(file, os.O_CREAT | os.O_WRONLY, 0o600)
         os.close(fd)
-    db = SqliteDatabase(str(file), pragmas=PRAGMAS, timeout=BUSY_TIMEOUT_S, autoconnect=False)
+    # auto_vacuum takes effect only on an empty file, before WAL mode writes its header: new
+    # stores give freed pages back with `PRAGMA incremental_vacuum` (prune), no full VACUUM.
+    pragmas = {"auto_vacuum": "incremental", **PRAGMAS} if new and create else PRAGMAS
+    db = SqliteDatabase(str(file), pragmas=pragmas, timeout=BUSY_TIMEOUT_S, autoconnect=False)
     store = Store(db, file)
     try:
         db.connect(reuse_if_open=True)
@@ -117,9 +294,120 @@ def open_store(path: str | os.PathLike[str], *, create: bool = True, migrate: bo
     return store
 
 
-def ensure_database(path: str | os.PathLike[str]) -> Store:
-    """Create the store at ``path`` (a directory or a ``.db`` file) if needed and migrate it.
+def _pg_database(parsed: PgUrl, *, thread_safe: bool = True) -> Database:
+    # deferred: the pool module is only needed for server stores
+    from playhouse.pool import PooledPostgresqlDatabase
 
-    This is the library entry point: ``db = ensure_database(".agent-replay")``.
+    return PooledPostgresqlDatabase(
+        parsed.dsn,
+        autoconnect=False,
+        max_connections=None,  # one per thread at most; idle ones are closed by Store.close
+        stale_timeout=300,
+        thread_safe=thread_safe,
+        options=parsed.options,
+        connect_timeout=parsed.connect_timeout,
+        application_name="agent-replay",
+    )
+
+
+def shared_connection(store: Store) -> Store:
+    """A second handle on an open store with one connection of its own that any thread may
+    use (one at a time: the caller serializes), connected now. For a long-lived reader such
+    as the live feed, whose polls run in whichever worker thread is free."""
+    if store.is_sqlite:
+        assert store.path is not None
+        db: Database = SqliteDatabase(
+            str(store.path),
+            pragmas=PRAGMAS,
+            timeout=BUSY_TIMEOUT_S,
+            autoconnect=False,
+            thread_safe=False,
+            check_same_thread=False,
+        )
+        other = Store(db, store.path)
+    else:
+        assert store.url is not None
+        other = Store(_pg_database(parse_pg_url(store.url), thread_safe=False), url=store.url)
+    try:
+        other.db.connect()
+    except DB_ERRORS as exc:
+        raise StoreError(f"cannot open the store at {store.label}: {_first_line(exc)}") from exc
+    return other
+
+
+def _open_postgres(url: str, *, create: bool, migrate: bool) -> Store:
+    parsed = parse_pg_url(url)
+    db = _pg_database(parsed)
+    store = Store(db, url=url.strip())
+    try:
+        db.connect(reuse_if_open=True)
+    except ImproperlyConfigured as exc:
+        raise StoreError(
+            "PostgreSQL stores need the psycopg2 driver, which is not installed",
+            hints=["pip install 'agent-replay[postgres]' (or: pip install psycopg2-binary)"],
+        ) from exc
+    except DB_ERRORS as exc:
+        raise connection_error(parsed, exc) from exc
+    try:
+        if parsed.schema is not None and create:
+            try:
+                db.execute_sql(f'CREATE SCHEMA IF NOT EXISTS "{parsed.schema}"')
+            except IntegrityError:
+                pass  # created by another process at this very moment (IF NOT EXISTS races)
+        exists = db.execute_sql("SELECT to_regclass('_migrations')").fetchone()[0] is not None
+        if not exists and not create:
+            raise StoreError(
+                f"no agent-replay store at {parsed.label}",
+                hints=[
+                    f"create it: agent-replay --db-url '{parsed.label}' init",
+                    "or push local traces to it: agent-replay push --to URL",
+                ],
+            )
+        if migrate:
+            from agent_replay.store.migrations import run_migrations
+
+            run_migrations(store)
+    except StoreError:
+        store.close()
+        raise
+    except DB_ERRORS as exc:
+        store.close()
+        raise StoreError(f"cannot open the store at {parsed.label}: {_first_line(exc)}") from exc
+    return store
+
+
+def connection_error(parsed: PgUrl, exc: BaseException) -> StoreError:
+    """A ``StoreError`` for a server that can't be reached or refused us, with what to try."""
+    detail = _first_line(exc)
+    text = str(exc).lower()
+    hints: list[str] = []
+    if "password" in text or "authentication" in text:
+        hints.append("check the user and password in the URL (or ~/.pgpass, PGPASSWORD)")
+    elif "does not exist" in text and "database" in text:
+        hints.append(f"create the database first: createdb -h {parsed.host} -p {parsed.port} NAME")
+    else:
+        hints.append(
+            f"is the server running and reachable? check: pg_isready -h {parsed.host} "
+            f"-p {parsed.port}"
+        )
+    hints.append(
+        f"the URL comes from --db-url or ${ENV_DB_URL}; without one, commands use the local "
+        "store (.agent-replay/)"
+    )
+    return StoreError(
+        f"cannot connect to the PostgreSQL store {parsed.label}: {detail}", hints=hints
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def ensure_database(target: str | os.PathLike[str]) -> Store:
+    """Create the store at ``target`` if needed and migrate it.
+
+    ``target`` is a directory, a ``.db`` file, or a ``postgresql://`` URL. This is the library
+    entry point: ``db = ensure_database(".agent-replay")``.
     """
-    return open_store(path, create=True, migrate=True)
+    return open_store(target, create=True, migrate=True)

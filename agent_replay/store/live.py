@@ -18,8 +18,10 @@ open steps); from then on its figures move by deltas. ``LiveFeed`` keeps that st
 connection of its own, so ``PRAGMA data_version`` (per connection: it changes when another
 connection commits) turns an idle poll into a single pragma.
 
-SQLite only in what it relies on (``rowid``, ``data_version``): a PostgreSQL store would need a
-sequence column in place of the rowid; the feed then polls without the cheap signal.
+On PostgreSQL the arrival order is the ``seq`` identity column of steps, decisions and
+snapshots (migration 0007) in place of the rowid: writers hold the store's write lock from
+their first insert to their commit, so sequence values become visible in order. There is no
+``data_version``, so every poll reads (still incrementally).
 
 No Textual, no Rich: the TUI calls this from thread workers.
 """
@@ -35,7 +37,7 @@ from typing import Any
 
 from peewee import SqliteDatabase
 
-from agent_replay.store.db import BUSY_TIMEOUT_S, PRAGMAS, Store
+from agent_replay.store.db import Store, shared_connection
 from agent_replay.store.stats import GUARD_BLOCK_SQL
 from agent_replay.store.writes import execute
 from agent_replay.trace.base import time_ms
@@ -49,7 +51,7 @@ PREVIEW_CHARS = 500
 _CHUNK = 500  # bound on the number of parameters in one IN (...) list
 
 _STEP_SELECT = (
-    "SELECT s.rowid, s.trace_id, s.step_number, s.step_type, s.name, "
+    "SELECT s.{row}, s.trace_id, s.step_number, s.step_type, s.name, "
     f"substr(s.error, 1, {PREVIEW_CHARS}), {GUARD_BLOCK_SQL}, "
     f"CASE WHEN s.step_type = 'guard_check' THEN substr(s.output, 1, {PREVIEW_CHARS}) END, "
     "s.started_at, s.ended_at, s.duration_ms, s.tokens_used, s.is_open, "
@@ -61,6 +63,21 @@ _TRACE_SELECT = (
     "SELECT t.id, t.agent_name, t.status, t.session_id, t.started_at, t.ended_at, "
     "t.step_count, t.total_tokens, t.error FROM traces t"
 )
+
+
+def _row(store: Store) -> str:
+    """The arrival-order column: SQLite's rowid, PostgreSQL's ``seq`` (migration 0007)."""
+    return "rowid" if store.is_sqlite else "seq"
+
+
+def _steps(store: Store) -> str:
+    return _STEP_SELECT.format(row=_row(store))
+
+
+def _unindexed(store: Store) -> str:
+    """SQLite's unary ``+`` (keep the planner off an index for this column); PostgreSQL has
+    no such hint and no unary plus on text."""
+    return "+" if store.is_sqlite else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +274,8 @@ def max_rowids(store: Store) -> LiveCursor:
     """The highest rowid of steps, decisions and snapshots (each a seek to the B-tree's end)."""
     row = execute(
         store,
-        "SELECT (SELECT MAX(rowid) FROM steps), (SELECT MAX(rowid) FROM decisions), "
-        "(SELECT MAX(rowid) FROM snapshots)",
+        "SELECT (SELECT MAX({r}) FROM steps), (SELECT MAX({r}) FROM decisions), "
+        "(SELECT MAX({r}) FROM snapshots)".format(r=_row(store)),
     ).fetchone()
     return LiveCursor(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
 
@@ -310,10 +327,11 @@ def steps_after(store: Store, after: int, upto: int, trace_ids: Sequence[str]) -
         return out
     for chunk in _chunks(list(dict.fromkeys(trace_ids))):
         marks = ", ".join("?" * len(chunk))
+        r, plus = _row(store), _unindexed(store)
         rows = execute(
             store,
-            f"{_STEP_SELECT} WHERE s.rowid > ? AND s.rowid <= ? AND +s.trace_id IN ({marks}) "
-            "ORDER BY s.rowid",
+            f"{_steps(store)} WHERE s.{r} > ? AND s.{r} <= ? AND {plus}s.trace_id IN ({marks}) "
+            f"ORDER BY s.{r}",
             [after, upto, *chunk],
         ).fetchall()
         out.extend(LiveStep.from_row(row) for row in rows)
@@ -327,7 +345,9 @@ def steps_by_rowid(store: Store, rowids: Sequence[int]) -> list[LiveStep]:
     out: list[LiveStep] = []
     for chunk in _chunks(list(rowids)):
         marks = ", ".join("?" * len(chunk))
-        rows = execute(store, f"{_STEP_SELECT} WHERE s.rowid IN ({marks})", chunk).fetchall()
+        rows = execute(
+            store, f"{_steps(store)} WHERE s.{_row(store)} IN ({marks})", chunk
+        ).fetchall()
         out.extend(LiveStep.from_row(row) for row in rows)
     return out
 
@@ -335,7 +355,7 @@ def steps_by_rowid(store: Store, rowids: Sequence[int]) -> list[LiveStep]:
 def trace_live_steps(store: Store, trace_id: str) -> list[LiveStep]:
     """Every step of a trace, in step order (the one full read, when a trace is selected)."""
     rows = execute(
-        store, f"{_STEP_SELECT} WHERE s.trace_id = ? ORDER BY s.step_number", [trace_id]
+        store, f"{_steps(store)} WHERE s.trace_id = ? ORDER BY s.step_number", [trace_id]
     ).fetchall()
     return [LiveStep.from_row(row) for row in rows]
 
@@ -350,16 +370,17 @@ def touched_steps(
         ("snapshots", after.snapshots, upto.snapshots),
     ):
         if high > low:
+            r, plus = _row(store), _unindexed(store)
             rows = execute(
                 store,
-                f"SELECT step_id FROM {table} WHERE rowid > ? AND rowid <= ? AND +trace_id = ?",
+                f"SELECT step_id FROM {table} WHERE {r} > ? AND {r} <= ? AND {plus}trace_id = ?",
                 [low, high, trace_id],
             ).fetchall()
             ids.extend(row[0] for row in rows)
     out: list[LiveStep] = []
     for chunk in _chunks(list(dict.fromkeys(ids))):
         marks = ", ".join("?" * len(chunk))
-        rows = execute(store, f"{_STEP_SELECT} WHERE s.id IN ({marks})", chunk).fetchall()
+        rows = execute(store, f"{_steps(store)} WHERE s.id IN ({marks})", chunk).fetchall()
         out.extend(LiveStep.from_row(row) for row in rows)
     return out
 
@@ -376,7 +397,7 @@ def trace_baseline(store: Store, trace_id: str) -> Baseline:
         [trace_id],
     ).fetchone()
     open_rows = execute(
-        store, f"{_STEP_SELECT} WHERE s.trace_id = ? AND s.is_open = 1", [trace_id]
+        store, f"{_steps(store)} WHERE s.trace_id = ? AND s.is_open = 1", [trace_id]
     ).fetchall()
     ended_ms = time_ms(row[6]) if row[6] else None
     last = max((ms for ms in (row[5], ended_ms) if ms is not None), default=None)
@@ -513,20 +534,12 @@ class LiveFeed:
 
     @contextmanager
     def _connection(self) -> Iterator[Store]:
-        """The feed's own long-lived connection (SQLite), else a connection for this poll."""
-        if isinstance(self.store.db, SqliteDatabase) and self.store.path is not None:
+        """The feed's own long-lived connection (a file or a server store), else (an
+        in-memory store) a connection for this poll."""
+        if self.store.path is not None or self.store.url is not None:
             if self._own is None:
                 # Used by one worker thread at a time (poll holds the lock), from many threads.
-                db = SqliteDatabase(
-                    str(self.store.path),
-                    pragmas=PRAGMAS,
-                    timeout=BUSY_TIMEOUT_S,
-                    autoconnect=False,
-                    thread_safe=False,
-                    check_same_thread=False,
-                )
-                db.connect()
-                self._own = Store(db, self.store.path)
+                self._own = shared_connection(self.store)
             yield self._own
         else:
             with self.store.db.connection_context():
@@ -543,7 +556,7 @@ class LiveFeed:
 
     def _disconnect(self) -> None:
         if self._own is not None:
-            self._own.db.close()
+            self._own.close()
             self._own = None
 
     # --- polling -------------------------------------------------------------------------

@@ -194,11 +194,194 @@ def _m0004_otel_spans(db: Database) -> None:
     db.execute_sql("CREATE INDEX otel_logs_group ON otel_logs (group_key)")
 
 
+def _m0005_policy_fail_open(db: Database) -> None:
+    """A guard policy may fail open: when it cannot be evaluated (a broken stored pattern, a
+    regex this build cannot compile), enforcement skips it instead of applying its action
+    (see services/guard/decide)."""
+    db.execute_sql("ALTER TABLE policies ADD COLUMN fail_open INTEGER NOT NULL DEFAULT 0")
+
+
+# --- 0006: the search index ------------------------------------------------------------------
+#
+# What is searchable: a step's name (weighted up), and its input, output and error; a trace's
+# agent name and session id (weighted up), and its input, output and error. Payloads are stored
+# as JSON text, so a JSON escape would glue its letter to the next word ("line1\nline2" has the
+# word "nline2"): escapes are blanked before tokenizing, by the same expression on both backends.
+
+
+def _searchable(*columns: str) -> str:
+    joined = " || ' ' || ".join(f"COALESCE({c}, '')" for c in columns)
+    return (
+        f"replace(replace(replace(replace({joined}, '\\\\', ' '), '\\n', ' '), '\\t', ' '), "
+        "'\\r', ' ')"
+    )
+
+
+_FTS_TOKENIZER = "unicode61 remove_diacritics 2"
+_PG_BODY_CHARS = 100_000  # a tsvector holds at most 1 MB: index the head of huge payloads
+_PG_PUNCTUATION = "[!-/:-@\\[-`{-~]+"  # ASCII punctuation: split words as FTS5's unicode61 does
+_SEARCH_SOURCES = {
+    # fts table: (content table, name expression, body columns, columns whose update reindexes)
+    "steps_fts": ("steps", "name", ("input", "output", "error"), "name, input, output, error"),
+    "traces_fts": (
+        "traces",
+        "agent_name || ' ' || COALESCE(session_id, '')",
+        ("input", "output", "error"),
+        "agent_name, session_id, input, output, error",
+    ),
+}
+
+
+def _row_values(row: str, name: str, body: tuple[str, ...]) -> str:
+    """``name, body`` of the indexed text of ``row`` (``new``, ``old`` or a table alias)."""
+    named = name.replace("agent_name", f"{row}.agent_name").replace(
+        "session_id", f"{row}.session_id"
+    )
+    if named == "name":
+        named = f"COALESCE({row}.name, '')"
+    return f"{named}, {_searchable(*(f'{row}.{c}' for c in body))}"
+
+
+def _sqlite_search_index(db: Database) -> None:
+    """Contentless FTS5 tables keyed by the row's rowid, and a queue of the rows to re-index.
+
+    Contentless: the text is not stored twice; snippets are cut from the rows themselves
+    (``store/search``). Indexing costs ~30 µs a step, several times the insert itself, so
+    writers only queue: the triggers note a changed row in ``search_queue`` (its old indexed
+    text with it, the first time it changes since the index was last caught up: a contentless
+    table deletes by replaying what it indexed), and ``catch_up_search_index`` folds the queue
+    into the index in one set-based pass before any search reads it. Hooks and ``record``
+    keep their write rates; the first search after a large ingest pays for the indexing.
+    """
+    db.execute_sql(
+        """CREATE TABLE search_queue (
+            kind TEXT NOT NULL,
+            ref INTEGER NOT NULL,
+            old_name TEXT,
+            old_body TEXT,
+            PRIMARY KEY (kind, ref)
+        ) WITHOUT ROWID"""
+    )
+    for fts, (table, name, body, watched) in _SEARCH_SOURCES.items():
+        db.execute_sql(
+            f"CREATE VIRTUAL TABLE {fts} USING fts5(name, body, content='', "
+            f"tokenize='{_FTS_TOKENIZER}')"
+        )
+        kind = fts[0]  # s(teps), t(races)
+        queued = f"EXISTS (SELECT 1 FROM search_queue WHERE kind = '{kind}' AND ref = old.rowid)"
+        db.execute_sql(
+            f"CREATE TRIGGER {fts}_insert AFTER INSERT ON {table} BEGIN "
+            f"INSERT OR IGNORE INTO search_queue (kind, ref) VALUES ('{kind}', new.rowid); END"
+        )
+        keep_old = (
+            f"BEGIN INSERT INTO search_queue (kind, ref, old_name, old_body) "
+            f"VALUES ('{kind}', old.rowid, {_row_values('old', name, body)}); END"
+        )
+        db.execute_sql(
+            f"CREATE TRIGGER {fts}_update AFTER UPDATE OF {watched} ON {table} "
+            f"WHEN NOT {queued} {keep_old}"
+        )
+        db.execute_sql(
+            f"CREATE TRIGGER {fts}_delete AFTER DELETE ON {table} WHEN NOT {queued} {keep_old}"
+        )
+    rebuild_search_index(db)
+
+
+def catch_up_search_index(db: Database) -> int:
+    """Fold ``search_queue`` into the FTS5 tables (SQLite; run inside a write transaction):
+    remove what each queued row had indexed, index what it holds now. Returns the rows
+    re-indexed (0, after one cheap read, when the index is current)."""
+    if db.execute_sql("SELECT 1 FROM search_queue LIMIT 1").fetchone() is None:
+        return 0
+    done = 0
+    for fts, (table, name, body, _) in _SEARCH_SOURCES.items():
+        kind = fts[0]
+        db.execute_sql(
+            f"INSERT INTO {fts} ({fts}, rowid, name, body) "
+            f"SELECT 'delete', ref, old_name, old_body FROM search_queue "
+            f"WHERE kind = '{kind}' AND old_body IS NOT NULL"
+        )
+        cursor = db.execute_sql(
+            f"INSERT INTO {fts} (rowid, name, body) "
+            f"SELECT r.rowid, {_row_values('r', name, body)} FROM search_queue q "
+            f"JOIN {table} r ON r.rowid = q.ref WHERE q.kind = '{kind}'"
+        )
+        done += max(0, int(cursor.rowcount or 0))
+    db.execute_sql("DELETE FROM search_queue")
+    return done
+
+
+def rebuild_search_index(db: Database) -> None:
+    """Re-index every row (SQLite): after the migration, and after a ``VACUUM``, which may
+    renumber the rowids the index is keyed by (the queue is then moot: emptied)."""
+    for fts, (table, name, body, _) in _SEARCH_SOURCES.items():
+        db.execute_sql(f"INSERT INTO {fts} ({fts}) VALUES ('delete-all')")
+        db.execute_sql(
+            f"INSERT INTO {fts} (rowid, name, body) "
+            f"SELECT r.rowid, {_row_values('r', name, body)} FROM {table} r"
+        )
+    db.execute_sql("DELETE FROM search_queue")
+
+
+def _postgres_search_index(db: Database) -> None:
+    """A stored, generated ``tsvector`` per row with a GIN index (the database keeps it)."""
+    for table, name, body, _ in _SEARCH_SOURCES.values():
+        head = f"left({_searchable(*body)}, {_PG_BODY_CHARS})"
+        db.execute_sql(
+            f"ALTER TABLE {table} ADD COLUMN search_vec tsvector GENERATED ALWAYS AS ("
+            f"setweight(to_tsvector('simple', regexp_replace(COALESCE({name}, ''), "
+            f"'{_PG_PUNCTUATION}', ' ', 'g')), 'A') || "
+            f"setweight(to_tsvector('simple', regexp_replace({head}, "
+            f"'{_PG_PUNCTUATION}', ' ', 'g')), 'D')) STORED"
+        )
+        db.execute_sql(f"CREATE INDEX {table}_search ON {table} USING GIN (search_vec)")
+
+
+def _m0006_search_index(db: Database) -> None:
+    """Full-text search over names, inputs, outputs and errors of traces and steps: FTS5 on
+    SQLite, a generated ``tsvector`` with a GIN index on PostgreSQL (see ``store/search``)."""
+    if _is_sqlite(db):
+        _sqlite_search_index(db)
+    else:
+        _postgres_search_index(db)
+
+
+def _m0007_team_store(db: Database) -> None:
+    """What a shared store needs: the digest of each pushed trace (``push`` updates a trace
+    whose local copy changed since, and skips the rest), receipts of spooled hook payloads
+    delivered (a payload is applied once even if its spool row outlives the delivery), and,
+    on PostgreSQL, an arrival sequence on steps, decisions, snapshots and evals for the live
+    view and for listing in write order (SQLite's rowid plays that part)."""
+    db.execute_sql(
+        """CREATE TABLE push_digests (
+            trace_id TEXT PRIMARY KEY REFERENCES traces(id) ON DELETE CASCADE,
+            digest TEXT NOT NULL,
+            pushed_ms BIGINT NOT NULL
+        )"""
+    )
+    db.execute_sql(
+        """CREATE TABLE hook_receipts (
+            spool_key TEXT PRIMARY KEY,
+            delivered_ms BIGINT NOT NULL
+        )"""
+    )
+    db.execute_sql("CREATE INDEX hook_receipts_delivered ON hook_receipts (delivered_ms)")
+    if not _is_sqlite(db):
+        for table in ("steps", "decisions", "snapshots", "evals"):
+            db.execute_sql(
+                f"ALTER TABLE {table} ADD COLUMN seq BIGINT GENERATED BY DEFAULT AS IDENTITY"
+            )
+            db.execute_sql(f"CREATE INDEX {table}_seq ON {table} (seq)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
     ("0003_hook_inbox", _m0003_hook_inbox),
     ("0004_otel_spans", _m0004_otel_spans),
+    ("0005_policy_fail_open", _m0005_policy_fail_open),
+    ("0006_search_index", _m0006_search_index),
+    ("0007_team_store", _m0007_team_store),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"
@@ -246,7 +429,15 @@ def run_migrations(db: Database | object, *, upto: int | None = None) -> list[st
     wanted = MIGRATIONS[: upto if upto is not None else LATEST]
     if _is_sqlite(database) and _user_version(database) == len(wanted) and upto is None:
         return []  # fast path on every open: one pragma read
+    if not _is_sqlite(database) and upto is None and _current(database):
+        return []  # PostgreSQL's fast path: one read of _migrations
     with database.atomic("IMMEDIATE") if _is_sqlite(database) else database.atomic():
+        if not _is_sqlite(database):
+            # Two processes migrating one new server store wait for each other, as SQLite's
+            # BEGIN IMMEDIATE makes them: the store's write lock (see db.Store.write).
+            from agent_replay.store.db import PG_WRITE_LOCK
+
+            database.execute_sql(PG_WRITE_LOCK)
         database.execute_sql(
             "CREATE TABLE IF NOT EXISTS _migrations "
             "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
@@ -267,6 +458,15 @@ def run_migrations(db: Database | object, *, upto: int | None = None) -> list[st
         if _is_sqlite(database):
             database.execute_sql(f"PRAGMA user_version = {len(applied) + len(done)}")
     return done
+
+
+def _current(database: Database) -> bool:
+    """Whether a (PostgreSQL) store has every migration of this build and none other."""
+    if database.execute_sql("SELECT to_regclass('_migrations')").fetchone()[0] is None:
+        return False
+    applied = _applied(database)
+    _check_not_newer(applied)
+    return len(applied) == LATEST
 
 
 def _is_sqlite(database: Database) -> bool:

@@ -144,6 +144,7 @@ class PolicyRow(BaseModel):
     priority = IntegerField(default=0)
     enabled = IntegerField(default=1)
     created_at = TextField()
+    fail_open = IntegerField(default=0)
 
     class Meta:
         table_name = "policies"
@@ -189,6 +190,27 @@ class OtelLogRow(BaseModel):
         table_name = "otel_logs"
 
 
+class PushDigestRow(BaseModel):
+    """The digest of a trace's rows as last pushed here (``push`` skips an unchanged trace)."""
+
+    trace_id = TextField(primary_key=True)
+    digest = TextField()
+    pushed_ms = BigIntegerField()
+
+    class Meta:
+        table_name = "push_digests"
+
+
+class HookReceiptRow(BaseModel):
+    """A spooled hook payload applied here (by its spool key), so it is applied only once."""
+
+    spool_key = TextField(primary_key=True)
+    delivered_ms = BigIntegerField()
+
+    class Meta:
+        table_name = "hook_receipts"
+
+
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     TraceRow,
     StepRow,
@@ -200,4 +222,13 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     HookInboxRow,
     OtelSpanRow,
     OtelLogRow,
+    PushDigestRow,
+    HookReceiptRow,
 )
+
+SEARCH_TABLES: frozenset[str] = frozenset({"steps_fts", "traces_fts", "search_queue"})
+"""SQLite's search index: the FTS5 tables (FTS5 adds shadow tables named after them) and the
+queue of rows to re-index, kept by triggers and ``store/search``; no models."""
+BACKEND_COLUMNS: frozenset[str] = frozenset({"search_vec", "seq"})
+"""PostgreSQL-only columns: the generated search vector and the live view's arrival sequence
+(SQLite has the FTS tables and the rowid). Not in the models: they are never written."""

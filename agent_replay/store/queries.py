@@ -47,6 +47,8 @@ class TraceFilter:
     session: str | None = None
     since_ms: int | None = None
     text: str | None = None
+    """Free text: words (prefixes) searched in the trace's and its steps' names, inputs,
+    outputs, errors and session id, or a trace id prefix (``store/search``)."""
     forks_of: str | None = None
 
     def __post_init__(self) -> None:
@@ -105,12 +107,19 @@ def resolve_trace_id(store: Store, text: str) -> str:
         return str(rows[0][0])
     candidates: list[str] = []
     for prefix in dict.fromkeys([text, f"trc_{text}"]):
-        # A range scan on the primary key: id >= prefix AND id < prefix + U+FFFF.
-        rows = execute(
-            store,
-            "SELECT id FROM traces WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
-            [prefix, prefix + "\uffff"],
-        ).fetchall()
+        if store.is_sqlite:
+            # A range scan on the primary key: id >= prefix AND id < prefix + U+FFFF.
+            rows = execute(
+                store,
+                "SELECT id FROM traces WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+                [prefix, prefix + "\uffff"],
+            ).fetchall()
+        else:  # a server's collation may not order ids bytewise: compare the prefix itself
+            rows = execute(
+                store,
+                "SELECT id FROM traces WHERE starts_with(id, ?) ORDER BY id LIMIT 6",
+                [prefix],
+            ).fetchall()
         candidates.extend(r[0] for r in rows if r[0] not in candidates)
     if not candidates:
         raise NotFoundError(
@@ -178,14 +187,21 @@ def step_dicts(
     return [step_dict(r, decisions.get(r[0]), snapshots.get(r[0])) for r in rows]
 
 
+def eval_order(store: Store) -> str:
+    """``ORDER BY`` of a trace's evals: by time (untimed first), then in write order."""
+    if store.is_sqlite:
+        return "created_at_ms, rowid"
+    return "created_at_ms NULLS FIRST, seq"
+
+
 def eval_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:
     """The stored evaluations of a trace, oldest first."""
-    # rowid keeps the order evals were written in when they carry no time (SQLite).
-    tiebreak = "rowid" if store.param == "?" else "id"
+    # The order evals were written in, when they carry no time or the same one: the rowid,
+    # or PostgreSQL's arrival sequence (migration 0007).
     rows = execute(
         store,
         f"SELECT {', '.join(EVAL_COLUMNS)} FROM evals WHERE trace_id = ? "
-        f"ORDER BY created_at_ms, {tiebreak}",
+        f"ORDER BY {eval_order(store)}",
         [trace_id],
     ).fetchall()
     return [eval_dict(r) for r in rows]
@@ -237,7 +253,8 @@ def step_count(store: Store, trace_id: str) -> int:
 # --- lists --------------------------------------------------------------------------------
 
 
-def _where(filters: TraceFilter) -> tuple[str, list[Any]]:
+def where_sql(store: Store, filters: TraceFilter) -> tuple[str, list[Any]]:
+    """The SQL condition (on ``traces t``, ``?`` placeholders) and parameters of a filter."""
     clauses: list[str] = []
     params: list[Any] = []
     if filters.status:
@@ -259,13 +276,13 @@ def _where(filters: TraceFilter) -> tuple[str, list[Any]]:
         clauses.append("t.parent_trace_id = ?")
         params.append(filters.forks_of)
     if filters.text:
-        like = "%" + filters.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        like += "%"
-        clauses.append(
-            "(t.id LIKE ? ESCAPE '\\' OR t.agent_name LIKE ? ESCAPE '\\' "
-            "OR t.error LIKE ? ESCAPE '\\' OR t.session_id LIKE ? ESCAPE '\\')"
-        )
-        params.extend([like] * 4)
+        # The search index: words of the trace's and its steps' names, payloads and errors
+        # (each word a prefix), or a trace id prefix (see store/search).
+        from agent_replay.store.search import text_filter_sql
+
+        clause, extra = text_filter_sql(store, filters.text)
+        clauses.append(clause)
+        params.extend(extra)
     return (" AND ".join(clauses) or "1 = 1"), params
 
 
@@ -302,7 +319,11 @@ def list_traces(
     if sort not in SORT_COLUMNS:
         raise UsageError(f"unknown sort {sort!r}; expected one of {', '.join(SORT_COLUMNS)}")
     column = SORT_COLUMNS[sort]
-    where, params = _where(filters or TraceFilter())
+    if filters is not None and filters.text:
+        from agent_replay.store.search import catch_up
+
+        catch_up(store)  # the free text reads the search index
+    where, params = where_sql(store, filters or TraceFilter())
     if after is not None:
         clause, extra = _keyset(column, after, descending)
         where += f" AND {clause}"
@@ -310,16 +331,21 @@ def list_traces(
     direction = "DESC" if descending else "ASC"
     # SQLite sorts NULL lowest, which _keyset assumes; other engines are told explicitly.
     nulls = ""
-    if sort != "time" and store.param != "?":
+    if sort != "time" and not store.is_sqlite:
         nulls = " NULLS LAST" if descending else " NULLS FIRST"
     sql = (
         f"SELECT {_TRACE_SELECT} FROM traces t WHERE {where} "
         f"ORDER BY t.{column} {direction}{nulls}, t.id {direction} LIMIT ?"
     )
     rows = [tuple(r) for r in execute(store, sql, [*params, limit]).fetchall()]
-    tags = _tags_for(store, [r[0] for r in rows])
     col_index = TRACE_COLUMNS.index(column)
-    items = [
+    next_after = (rows[-1][col_index], rows[-1][0]) if len(rows) == limit else None
+    return Page(_summaries(store, rows), next_after)
+
+
+def _summaries(store: Store, rows: list[tuple[Any, ...]]) -> list[TraceSummary]:
+    tags = _tags_for(store, [r[0] for r in rows])
+    return [
         TraceSummary(
             data=trace_dict(r, tags[r[0]], None, None),
             step_count=int(r[TRACE_COLUMNS.index("step_count")]),
@@ -327,8 +353,21 @@ def list_traces(
         )
         for r in rows
     ]
-    next_after = (rows[-1][col_index], rows[-1][0]) if len(rows) == limit else None
-    return Page(items, next_after)
+
+
+def summaries(store: Store, trace_ids: list[str]) -> list[TraceSummary]:
+    """The summaries of these traces (those that exist), in no particular order."""
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(trace_ids), 500):
+        chunk = trace_ids[start : start + 500]
+        marks = ", ".join(["?"] * len(chunk))
+        rows += [
+            tuple(r)
+            for r in execute(
+                store, f"SELECT {_TRACE_SELECT} FROM traces t WHERE t.id IN ({marks})", chunk
+            ).fetchall()
+        ]
+    return _summaries(store, rows)
 
 
 def iter_trace_json(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count
-from agent_replay.store.db import Store
+from agent_replay.store.db import Store, open_store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
 
@@ -216,16 +216,21 @@ def _worker(store_dir: Path, worker: int) -> list[tuple[int, bytes, bytes]]:
 
 
 @pytest.mark.slow
+@pytest.mark.both_backends
 def test_eight_harnesses_hooking_into_one_store_lose_nothing(store: Store, store_dir: Path) -> None:
     """8 harnesses x 50 hook runs (25 tool calls, each a PreToolUse and a PostToolUse run),
     4 sessions shared by 2 harnesses each, with the real detached drainer: every call is one
-    closed step with its output, in its session's trace, and nothing waited on a lock."""
+    closed step with its output, in its session's trace, and nothing waited on a lock.
+
+    On PostgreSQL (AGENT_REPLAY_DB_URL set) the hooks spool into the local inbox and the
+    drainer delivers to the server."""
     with ThreadPoolExecutor(WORKERS) as pool:
         runs = [r for rs in pool.map(lambda w: _worker(store_dir, w), range(WORKERS)) for r in rs]
     assert len(runs) == WORKERS * PAIRS * 2
     assert {(code, out, err) for code, out, err in runs} == {(0, b"", b"")}
     drain_with_lock(store_dir)  # waits for the running drainer, then drains what is left
-    assert pending_count(store) == 0
+    with open_store(store_dir) as inbox:  # the local store (the spool, on PostgreSQL)
+        assert pending_count(inbox) == 0
     found = traces(store)
     assert sorted(t["session_id"] for t in found) == [f"sess-load-{s}" for s in range(SESSIONS)]
     rows = execute(

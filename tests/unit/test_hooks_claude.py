@@ -465,5 +465,5 @@ def test_an_explicit_dialect_wins_over_detection(
     replay(monkeypatch, store_dir, [event("UserPromptSubmit", prompt="hi")], "--dialect", "codex")
     trace = only_trace(store)
     assert trace["agent_name"] == "codex"
-    with open_store(store_dir) as again:
+    with open_store(store.target) as again:
         assert execute(again, "SELECT source_format FROM traces").fetchone()[0] == "codex-hook"

@@ -78,6 +78,7 @@ def test_steps_after_leaves_out_unwatched_traces(store: Store, rec: TraceRecorde
     assert [(s.trace_id, s.step_number) for s in new] == [(a, 1)]
 
 
+@pytest.mark.sqlite_only  # a SQLite query plan / data_version signal
 def test_steps_after_seeks_the_rowid_range(store: Store) -> None:
     """The new-steps read is a range seek on the rowid, not a scan of each trace's steps."""
     sql = (
@@ -179,6 +180,7 @@ def test_first_poll_selects_the_first_running_trace(feed: LiveFeed, rec: TraceRe
     assert feed.stats.full_loads == 1
 
 
+@pytest.mark.sqlite_only  # a SQLite query plan / data_version signal
 def test_an_idle_poll_reads_nothing(feed: LiveFeed, rec: TraceRecorder) -> None:
     """With nothing committed since, a poll is answered by data_version alone."""
     add_steps(rec, running(rec, "trc_a"), 3)
@@ -288,6 +290,7 @@ def test_the_filter_applies_to_the_feed(store: Store, rec: TraceRecorder) -> Non
         feed.close()
 
 
+@pytest.mark.sqlite_only  # a SQLite query plan / data_version signal
 def test_an_empty_store_polls_empty_then_idles(feed: LiveFeed) -> None:
     """No traces: an empty update, then idle polls."""
     update = feed.poll(None)

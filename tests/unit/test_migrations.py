@@ -16,7 +16,7 @@ from agent_replay.services.ingest import ingest_trace
 from agent_replay.store import migrations
 from agent_replay.store.db import PRAGMAS, Store, ensure_database, open_store
 from agent_replay.store.migrations import LATEST, MIGRATIONS, pending, run_migrations
-from agent_replay.store.models import ALL_MODELS
+from agent_replay.store.models import ALL_MODELS, BACKEND_COLUMNS, SEARCH_TABLES
 from agent_replay.store.queries import get_trace, list_traces, trace_json
 
 ALL_NAMES = [name for name, _ in MIGRATIONS]
@@ -258,23 +258,39 @@ def test_upgraded_v1_store_reads_through_the_library(
 
 def test_migrations_recorded_in_order(store: Store) -> None:
     assert recorded(store.db) == ALL_NAMES
-    assert user_version(store.db) == LATEST
+    if store.is_sqlite:
+        assert user_version(store.db) == LATEST
     applied_at = store.db.execute_sql("SELECT applied_at FROM _migrations").fetchall()
     assert all(r[0] for r in applied_at)
 
 
-def test_migrations_idempotent(store_dir: Path, store: Store) -> None:
-    schema = rows(store.db, "sqlite_master", "name")
+def schema_of(store: Store) -> list[tuple[Any, ...]]:
+    """Every table, index and trigger of the store, with its definition."""
+    if store.is_sqlite:
+        return rows(store.db, "sqlite_master", "name")
+    return [
+        tuple(r)
+        for r in store.db.execute_sql(
+            "SELECT c.relname, c.relkind, pg_get_indexdef(c.oid) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() ORDER BY c.relname"
+        ).fetchall()
+    ]
+
+
+def test_migrations_idempotent(store: Store) -> None:
+    schema = schema_of(store)
     assert run_migrations(store) == []
     assert run_migrations(store.db) == []
     store.close()
-    ensure_database(store_dir).close()
-    with open_store(store_dir) as again:
-        assert rows(again.db, "sqlite_master", "name") == schema
+    ensure_database(store.target).close()
+    with open_store(store.target) as again:
+        assert schema_of(again) == schema
         assert recorded(again.db) == ALL_NAMES
         assert pending(again.db) == []
 
 
+@pytest.mark.sqlite_only
 def test_idempotent_without_the_user_version_fast_path(store: Store) -> None:
     """Even when user_version is lost, recorded migrations are not applied twice."""
     store.db.execute_sql("PRAGMA user_version = 0")
@@ -302,10 +318,11 @@ def test_migrations_run_in_one_transaction(
 
 def _mark_newer(db: Database) -> None:
     db.execute_sql(
-        "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
+        f"INSERT INTO _migrations (name, applied_at) VALUES ({db.param}, {db.param})",
         ("9999_from_the_future", "2030-01-01T00:00:00+00:00"),
     )
-    db.execute_sql(f"PRAGMA user_version = {LATEST + 1}")
+    if isinstance(db, SqliteDatabase):
+        db.execute_sql(f"PRAGMA user_version = {LATEST + 1}")
 
 
 def test_newer_store_refused_by_run_migrations(store: Store) -> None:
@@ -317,11 +334,11 @@ def test_newer_store_refused_by_run_migrations(store: Store) -> None:
         pending(store.db)
 
 
-def test_newer_store_refused_on_open(store_dir: Path, store: Store) -> None:
+def test_newer_store_refused_on_open(store: Store) -> None:
     _mark_newer(store.db)
     store.close()
     with pytest.raises(StoreError, match="newer") as info:
-        ensure_database(store_dir)
+        ensure_database(store.target)
     assert info.value.hints
 
 
@@ -338,14 +355,20 @@ def test_newer_v1_store_refused_before_upgrading(v1_db: SqliteDatabase) -> None:
 
 
 def test_every_table_has_a_model(store: Store) -> None:
-    tables = set(store.db.get_tables()) - {"_migrations"}
+    """Every table but the search index's (SQLite's FTS5 tables and their shadows)."""
+    tables = {
+        t
+        for t in store.db.get_tables()
+        if t != "_migrations" and not any(t.startswith(f) for f in SEARCH_TABLES)
+    }
     assert tables == {model._meta.table_name for model in ALL_MODELS}
 
 
 @pytest.mark.parametrize("model", ALL_MODELS, ids=lambda m: m._meta.table_name)
 def test_model_columns_match_schema(store: Store, model: Any) -> None:
+    """Every column but PostgreSQL's search vector and arrival sequence."""
     table = model._meta.table_name
-    schema = {c.name: c for c in store.db.get_columns(table)}
+    schema = {c.name: c for c in store.db.get_columns(table) if c.name not in BACKEND_COLUMNS}
     fields = {f.column_name: f for f in model._meta.sorted_fields}
     assert sorted(fields) == sorted(schema)
     primary = set(store.db.get_primary_keys(table))
@@ -392,14 +415,13 @@ def _open_new_store(path: str, start: Any, out: Any) -> None:
         out.put(f"{type(exc).__name__}: {exc}")
 
 
-def test_concurrent_first_opens_migrate_once(store_dir: Path) -> None:
+def test_concurrent_first_opens_migrate_once(store_dir: Path, store_url: str | None) -> None:
     """Processes creating the same new store at once all succeed; each migration runs once."""
+    target = store_url or str(store_dir)
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
     out = ctx.Queue()
-    procs = [
-        ctx.Process(target=_open_new_store, args=(str(store_dir), start, out)) for _ in range(4)
-    ]
+    procs = [ctx.Process(target=_open_new_store, args=(target, start, out)) for _ in range(4)]
     for proc in procs:
         proc.start()
     start.set()
@@ -407,7 +429,8 @@ def test_concurrent_first_opens_migrate_once(store_dir: Path) -> None:
     for proc in procs:
         proc.join(timeout=60)
     assert outcomes == ["ok"] * len(procs)
-    with open_store(store_dir) as store:
+    with open_store(target) as store:
         names = store.db.execute_sql("SELECT name FROM _migrations").fetchall()
         assert sorted(r[0] for r in names) == ALL_NAMES
-        assert user_version(store.db) == LATEST
+        if store.is_sqlite:
+            assert user_version(store.db) == LATEST

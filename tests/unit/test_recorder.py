@@ -541,9 +541,9 @@ WORKERS = 4
 STEPS_EACH = 15
 
 
-def _record_steps(store_dir: str, trace_id: str, worker: int, start: Any) -> list[int]:
+def _record_steps(target: str, trace_id: str, worker: int, start: Any) -> list[int]:
     """One writer with its own connection; alternates whole steps and start/end pairs."""
-    db = ensure_database(store_dir)
+    db = ensure_database(target)
     try:
         rec = TraceRecorder(db)
         start.wait()
@@ -561,8 +561,8 @@ def _record_steps(store_dir: str, trace_id: str, worker: int, start: Any) -> lis
         db.close()
 
 
-def _process_entry(store_dir: str, trace_id: str, worker: int, start: Any, out: Any) -> None:
-    out.put((worker, _record_steps(store_dir, trace_id, worker, start)))
+def _process_entry(target: str, trace_id: str, worker: int, start: Any, out: Any) -> None:
+    out.put((worker, _record_steps(target, trace_id, worker, start)))
 
 
 def _check_concurrent_result(store: Store, trace_id: str, results: dict[int, list[int]]) -> None:
@@ -587,7 +587,7 @@ def test_concurrent_processes_get_unique_consecutive_numbers(store_dir: Path, st
     start = ctx.Event()
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=_process_entry, args=(str(store_dir), trace_id, w, start, out))
+        ctx.Process(target=_process_entry, args=(store.target, trace_id, w, start, out))
         for w in range(WORKERS)
     ]
     for p in procs:
@@ -608,7 +608,7 @@ def test_concurrent_threads_get_unique_consecutive_numbers(store_dir: Path, stor
 
     def run(worker: int) -> None:
         try:
-            results[worker] = _record_steps(str(store_dir), trace_id, worker, start)
+            results[worker] = _record_steps(store.target, trace_id, worker, start)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 

@@ -31,6 +31,7 @@ from agent_replay.store.queries import (
     resolve_trace_id,
     trace_json,
 )
+from agent_replay.store.writes import execute
 from agent_replay.trace.io import iter_jsonl
 from agent_replay.trace.models import time_ms
 
@@ -41,6 +42,7 @@ def pragma(store: Store, name: str) -> Any:
     return store.db.execute_sql(f"PRAGMA {name}").fetchone()[0]
 
 
+@pytest.mark.sqlite_only
 def test_pragmas_on_open(store: Store) -> None:
     assert pragma(store, "journal_mode") == "wal"
     assert pragma(store, "busy_timeout") >= 10000
@@ -48,6 +50,7 @@ def test_pragmas_on_open(store: Store) -> None:
     assert pragma(store, "synchronous") == 1  # NORMAL
 
 
+@pytest.mark.sqlite_only
 def test_pragmas_on_reopen(store_dir: Path, store: Store) -> None:
     store.close()
     with open_store(store_dir) as again:
@@ -57,6 +60,7 @@ def test_pragmas_on_reopen(store_dir: Path, store: Store) -> None:
         assert pragma(again, "synchronous") == 1
 
 
+@pytest.mark.sqlite_only
 def test_store_file_and_dir_are_private(store_dir: Path, store: Store, make_trace: Any) -> None:
     ingest_trace(store, make_trace(1))
     assert stat.S_IMODE(os.stat(store_dir).st_mode) == 0o700
@@ -97,9 +101,9 @@ def test_not_a_database_is_a_store_error(tmp_path: Path) -> None:
 
 def test_foreign_keys_cascade_on_trace_delete(store: Store, make_trace: Any) -> None:
     trace = ingest_trace(store, make_trace(2))
-    store.db.execute_sql("DELETE FROM traces WHERE id = ?", (trace.id,))
-    assert store.db.execute_sql("SELECT COUNT(*) FROM steps").fetchone()[0] == 0
-    assert store.db.execute_sql("SELECT COUNT(*) FROM tags").fetchone()[0] == 0
+    execute(store, "DELETE FROM traces WHERE id = ?", [trace.id])
+    assert execute(store, "SELECT COUNT(*) FROM steps").fetchone()[0] == 0
+    assert execute(store, "SELECT COUNT(*) FROM tags").fetchone()[0] == 0
 
 
 # --- payloads round-trip exactly ------------------------------------------------------------
@@ -178,7 +182,7 @@ def test_payloads_round_trip_exactly(store: Store, value: Any) -> None:
 def test_string_payload_stored_as_json_string(store: Store) -> None:
     """A string input is stored as its JSON encoding, so it never turns into a number."""
     trace = ingest_trace(store, {"agent_name": "a", "input": "42"})
-    raw = store.db.execute_sql("SELECT input FROM traces WHERE id = ?", (trace.id,))
+    raw = execute(store, "SELECT input FROM traces WHERE id = ?", [trace.id])
     assert raw.fetchone()[0] == '"42"'
     assert trace_json(store, trace.id or "")["input"] == "42"
 
@@ -256,9 +260,7 @@ def test_ingest_duplicate_id_refused(store: Store, make_trace: Any) -> None:
 
 def test_started_at_ms_is_the_ordering_column(store: Store) -> None:
     trace = ingest_trace(store, {"agent_name": "a", "started_at": "2026-01-01T10:00:00+02:00"})
-    row = store.db.execute_sql(
-        "SELECT started_at, started_at_ms FROM traces WHERE id = ?", (trace.id,)
-    )
+    row = execute(store, "SELECT started_at, started_at_ms FROM traces WHERE id = ?", (trace.id,))
     assert tuple(row.fetchone()) == (
         "2026-01-01T08:00:00.000Z",
         time_ms("2026-01-01T08:00:00.000Z"),
@@ -540,7 +542,7 @@ def test_iter_trace_json_equals_trace_json(store: Store, make_trace: Any) -> Non
 
 def table_counts(store: Store) -> dict[str, int]:
     return {
-        table: store.db.execute_sql(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        table: execute(store, f"SELECT COUNT(*) FROM {table}").fetchone()[0]
         for table in ("traces", "steps", "tags", "decisions", "snapshots", "evals")
     }
 

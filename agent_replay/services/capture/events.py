@@ -41,6 +41,7 @@ from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
+from agent_replay.store.writes import execute
 from agent_replay.trace.base import canonical_time
 
 PROTOCOL_VERSION = 1
@@ -455,7 +456,7 @@ class EventEngine:
         return state
 
     def _stored(self, trace_id: str) -> bool:
-        row = self.store.db.execute_sql("SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone()
+        row = execute(self.store, "SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone()
         return row is not None
 
     def _resolve(self, event: dict[str, Any]) -> TraceState:
@@ -585,8 +586,10 @@ class EventEngine:
 
     def _next(self, state: TraceState) -> int:
         if state.next_number is None:
-            row = self.store.db.execute_sql(
-                "SELECT MAX(step_number) FROM steps WHERE trace_id = ?", [state.trace_id]
+            row = execute(
+                self.store,
+                "SELECT MAX(step_number) FROM steps WHERE trace_id = ?",
+                [state.trace_id],
             ).fetchone()
             state.next_number = int(row[0] or 0) + 1
         return state.next_number

@@ -1,10 +1,18 @@
 """The hook drainer: turns queued hook payloads into steps, through the recorder.
 
 Started detached by the hook's fast path (``hook_inbox.ensure_drainer``) holding the drainer
-lock, or called in-process (``drain``) by the full ``hook`` path and by tests. It processes the
-inbox in arrival order, a batch per transaction with a savepoint per payload, so one bad
-payload is logged and dropped without holding up the rest. When the inbox is empty it releases
-the lock, looks once more, and exits.
+lock, or called in-process (``drain``) by the full ``hook`` path, by ``push`` and by tests. It
+processes the inbox in arrival order, a batch per transaction with a savepoint per payload, so
+one bad payload is logged and dropped without holding up the rest. When the inbox is empty it
+releases the lock, looks once more, and exits.
+
+A payload queued with a database URL (``--db-url``/``AGENT_REPLAY_DB_URL``: a team's
+PostgreSQL store) is spooled: the local inbox holds it until the drainer has recorded it in
+that store. Each carries a random spool key; the target store records the key in
+``hook_receipts`` in the same transaction as the payload's steps, so a payload whose spool row
+outlived its delivery (a drainer killed in between) is never applied twice. When the server
+can't be reached the payloads stay spooled, in order, for the next hook invocation's drainer
+or ``agent-replay push``.
 """
 
 from __future__ import annotations
@@ -12,14 +20,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
+from agent_replay.errors import AgentReplayError
 from agent_replay.services.capture.hook_inbox import log_error, try_lock
-from agent_replay.store.db import Store
+from agent_replay.store.db import DB_ERRORS, Store, mask_url
 from agent_replay.store.writes import execute
 
 BATCH = 25  # a hook arriving mid-batch waits for the write lock at most ~25 ms
+RECEIPT_DAYS = 30
+"""How long a target store keeps a delivered payload's receipt (its spool row is deleted
+right after delivery; the receipt only matters if that delete never happened)."""
 
 
 def pending_count(store: Store) -> int:
@@ -27,33 +41,199 @@ def pending_count(store: Store) -> int:
     return int(execute(store, "SELECT COUNT(*) FROM hook_inbox").fetchone()[0])
 
 
-def drain(store: Store, *, clock: Clock | None = None, store_dir: Path | None = None) -> int:
+@dataclass
+class DrainReport:
+    """What a drain did: payloads processed, and those left spooled for unreachable stores."""
+
+    done: int = 0
+    delivered: int = 0
+    """Of ``done``, payloads recorded in a database-URL store."""
+    stuck: int = 0
+    """Payloads left in the inbox because their store could not be reached."""
+    unreachable: dict[str, str] = field(default_factory=dict)
+    """Masked URL -> the connection error, for each store that could not be reached."""
+
+
+class _Targets:
+    """The stores spooled payloads go to, opened once per drain (``None``: unreachable)."""
+
+    def __init__(self, store_dir: Path | None) -> None:
+        self.store_dir = store_dir
+        self.stores: dict[str, Store | None] = {}
+        self.errors: dict[str, str] = {}
+
+    def get(self, url: str) -> Store | None:
+        if url not in self.stores:
+            from agent_replay.store.db import open_store
+
+            try:
+                self.stores[url] = open_store(url, create=True)
+            except (AgentReplayError, *DB_ERRORS) as exc:
+                message = getattr(exc, "message", None) or str(exc)
+                self.stores[url] = None
+                self.errors[mask_url(url)] = message
+                if self.store_dir is not None:
+                    log_error(self.store_dir, f"payloads stay spooled: {message}")
+        return self.stores[url]
+
+    def close(self) -> None:
+        for store in self.stores.values():
+            if store is not None:
+                store.close()
+
+
+def drain(
+    store: Store,
+    *,
+    clock: Clock | None = None,
+    store_dir: Path | None = None,
+    report: DrainReport | None = None,
+) -> int:
     """Process every queued payload; returns how many were processed.
 
-    The caller must hold the drainer lock (or know no drainer runs, as in tests).
+    Payloads with a database URL go to that store (see the module docstring); those whose
+    store can't be reached stay in the inbox (counted in ``report.stuck``). The caller must
+    hold the drainer lock (or know no drainer runs, as in tests).
     """
-    from agent_replay.services.capture.hooks import apply_hook_payload
-
     clock = clock or SystemClock()
-    done = 0
-    while True:
-        with store.write():
+    report = report if report is not None else DrainReport()
+    targets = _Targets(store_dir)
+    after = 0  # rows left for an unreachable store are skipped, not read again
+    try:
+        while True:
             rows = execute(
                 store,
-                "SELECT id, received_ms, payload, options FROM hook_inbox ORDER BY id LIMIT ?",
-                [BATCH],
+                "SELECT id, received_ms, payload, options FROM hook_inbox WHERE id > ? "
+                "ORDER BY id LIMIT ?",
+                [after, BATCH],
             ).fetchall()
             if not rows:
-                return done
-            for row_id, received_ms, payload, options in rows:
+                return report.done
+            after = int(rows[-1][0])
+            local: list[Any] = []
+            spooled: dict[str, list[Any]] = {}
+            for row in rows:
+                url = _options(row).get("db_url")
+                if url:
+                    spooled.setdefault(str(url), []).append(row)
+                else:
+                    local.append(row)
+            if local:
+                _apply_local(store, local, clock, store_dir, report)
+            for url, batch in spooled.items():
+                target = targets.get(url)
+                if target is None:
+                    report.stuck += len(batch)
+                    continue
+                _deliver(store, target, batch, clock, store_dir, report)
+    finally:
+        report.unreachable.update(targets.errors)
+        targets.close()
+
+
+def _options(row: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(row[3])
+    except ValueError:
+        value = {}
+    return value if isinstance(value, dict) else {}
+
+
+def _apply(target: Store, row: Any, clock: Clock) -> None:
+    """Record one payload in ``target`` (inside the caller's transaction)."""
+    from agent_replay.services.capture.hooks import apply_hook_payload
+
+    _, received_ms, payload, options = row
+    settings = {**json.loads(options), "received_ms": received_ms}
+    settings.pop("db_url", None)
+    settings.pop("spool_key", None)
+    data = json.loads(payload)
+    apply_hook_payload(target, data, settings, clock)
+    if "guard" in settings:  # decided by `hook --enforce`
+        from agent_replay.services.guard.record import record_guard_check
+
+        record_guard_check(target, data, settings, clock)
+
+
+def _apply_local(
+    store: Store, rows: list[Any], clock: Clock, store_dir: Path | None, report: DrainReport
+) -> None:
+    """Payloads for the local store: recorded and removed from the inbox in one transaction."""
+    with store.write():
+        for row in rows:
+            try:
+                with store.db.atomic():  # a savepoint: a failure drops this payload only
+                    _apply(store, row, clock)
+            except Exception as exc:  # noqa: BLE001 - one bad payload never stops the queue
+                _report(store_dir, row[0], exc)
+            execute(store, "DELETE FROM hook_inbox WHERE id = ?", [row[0]])
+            report.done += 1
+
+
+def _deliver(
+    inbox: Store,
+    target: Store,
+    rows: list[Any],
+    clock: Clock,
+    store_dir: Path | None,
+    report: DrainReport,
+) -> None:
+    """Spooled payloads for a database-URL store: recorded there with their receipts in one
+    transaction, then removed from the local inbox. A lost connection leaves them spooled."""
+    now_ms = int(clock.now().timestamp() * 1000)
+    try:
+        with target.write():
+            keys = [str(_options(r).get("spool_key") or f"row-{r[0]}-{r[1]}") for r in rows]
+            marks = ", ".join(["?"] * len(keys))
+            seen = {
+                k[0]
+                for k in execute(
+                    target,
+                    f"SELECT spool_key FROM hook_receipts WHERE spool_key IN ({marks})",
+                    keys,
+                ).fetchall()
+            }
+            for row, key in zip(rows, keys, strict=True):
+                if key in seen:
+                    continue
                 try:
-                    with store.db.atomic():  # a savepoint: a failure drops this payload only
-                        settings = {**json.loads(options), "received_ms": received_ms}
-                        apply_hook_payload(store, json.loads(payload), settings, clock)
+                    with target.db.atomic():
+                        _apply(target, row, clock)
+                except DB_ERRORS as exc:
+                    if _connection_lost(target):
+                        raise
+                    _report(store_dir, row[0], exc)
                 except Exception as exc:  # noqa: BLE001 - one bad payload never stops the queue
-                    _report(store_dir, row_id, exc)
-                execute(store, "DELETE FROM hook_inbox WHERE id = ?", [row_id])
-                done += 1
+                    _report(store_dir, row[0], exc)
+                execute(
+                    target,
+                    "INSERT INTO hook_receipts (spool_key, delivered_ms) VALUES (?, ?)",
+                    [key, now_ms],
+                )
+            execute(
+                target,
+                "DELETE FROM hook_receipts WHERE delivered_ms < ?",
+                [now_ms - RECEIPT_DAYS * 86_400_000],
+            )
+    except DB_ERRORS as exc:
+        report.stuck += len(rows)
+        report.unreachable[target.label] = str(exc).strip().splitlines()[0] if str(exc) else ""
+        if store_dir is not None:
+            log_error(store_dir, f"payloads stay spooled for {target.label}: {exc}")
+        return
+    with inbox.write():
+        for row in rows:
+            execute(inbox, "DELETE FROM hook_inbox WHERE id = ?", [row[0]])
+    report.done += len(rows)
+    report.delivered += len(rows)
+
+
+def _connection_lost(store: Store) -> bool:
+    """Whether the server connection broke (as opposed to one payload's statement failing)."""
+    try:
+        return bool(store.db.is_closed() or not store.db.is_connection_usable())
+    except Exception:  # noqa: BLE001 - any doubt about the connection counts as lost
+        return True
 
 
 def _report(store_dir: Path | None, row_id: int, exc: BaseException) -> None:
@@ -61,7 +241,13 @@ def _report(store_dir: Path | None, row_id: int, exc: BaseException) -> None:
         log_error(store_dir, f"payload {row_id} dropped: {type(exc).__name__}: {exc}")
 
 
-def drain_with_lock(store_dir: Path, *, clock: Clock | None = None, wait: bool = True) -> int:
+def drain_with_lock(
+    store_dir: Path,
+    *,
+    clock: Clock | None = None,
+    wait: bool = True,
+    report: DrainReport | None = None,
+) -> int:
     """Take the drainer lock (waiting for a running drainer if ``wait``) and drain the inbox."""
     import fcntl
 
@@ -72,7 +258,7 @@ def drain_with_lock(store_dir: Path, *, clock: Clock | None = None, wait: bool =
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         with open_store(db_path(store_dir), create=True) as store:
-            return drain(store, clock=clock, store_dir=store_dir)
+            return drain(store, clock=clock, store_dir=store_dir, report=report)
     finally:
         os.close(fd)
 
@@ -90,10 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open_store(db_path(args.store_dir), create=True) as store:
             while fd is not None:
-                drain(store, store_dir=args.store_dir)
+                report = DrainReport()
+                drain(store, store_dir=args.store_dir, report=report)
                 os.close(fd)  # release, then look again: a payload may have just arrived
                 fd = None
-                if pending_count(store):
+                # Payloads spooled for an unreachable store stay: only newer ones count.
+                if pending_count(store) > report.stuck:
                     fd = try_lock(args.store_dir)  # None: another drainer took over
     except Exception as exc:  # noqa: BLE001 - a detached process has nowhere else to report
         log_error(args.store_dir, f"drainer stopped: {type(exc).__name__}: {exc}")

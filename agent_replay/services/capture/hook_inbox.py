@@ -14,6 +14,10 @@ detached drainer process (``pass_fds``), so two hooks can never start two draine
 releases the lock only when the inbox is empty and re-checks after releasing, so a payload
 queued at that moment is never stranded.
 
+With a team store (``--db-url``/``AGENT_REPLAY_DB_URL``) nothing changes here: the payload is
+spooled in the same local inbox, marked with its store, and the drainer delivers it. A server
+that is down or slow never reaches the harness; the spool keeps the payloads until it is back.
+
 Must import nothing beyond the stdlib: a test checks ``sys.modules`` after a real hook run.
 """
 
@@ -29,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_replay.paths import DB_NAME, make_private_dir, resolve_dir
+from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir, resolve_dir
 from agent_replay.store.schema import SCHEMA_VERSION
 
 LOCK_NAME = "hook-drain.lock"
@@ -125,13 +129,18 @@ def log_error(store_dir: Path, message: str) -> None:
 
 
 def parse_args(argv: list[str]) -> dict[str, Any] | None:
-    """The hook's options, or ``None`` when the arguments need the full CLI (help, errors)."""
+    """The hook's options, or ``None`` when the arguments need the full CLI (help, errors).
+
+    ``--enforce`` (and ``--plain``) hand the invocation to ``services/guard/enforce``."""
     options: dict[str, Any] = {
         "dialect": "auto",
         "no_input": False,
         "redact": True,
         "dir": None,
         "sync": False,
+        "enforce": False,
+        "plain": False,
+        "db_url": None,
     }
     args = iter(argv)
     for arg in args:
@@ -141,19 +150,36 @@ def parse_args(argv: list[str]) -> dict[str, Any] | None:
             options["redact"] = False
         elif arg == "--sync":
             options["sync"] = True
-        elif arg in ("--dir", "--dialect"):
+        elif arg in ("--enforce", "--plain"):
+            options[arg[2:]] = True
+        elif arg in ("--dir", "--dialect", "--db-url"):
             value = next(args, None)
             if value is None:
                 return None
-            options[arg[2:]] = value
-        elif arg.startswith(("--dir=", "--dialect=")):
+            options[arg[2:].replace("-", "_")] = value
+        elif arg.startswith(("--dir=", "--dialect=", "--db-url=")):
             key, _, value = arg[2:].partition("=")
-            options[key] = value
+            options[key.replace("-", "_")] = value
         else:
-            return None  # --help, --enforce (policy checks need the full path), or a typo
+            return None  # --help or a typo
     if options["dialect"] not in ("auto", "claude", "codex", "gemini"):
         return None
+    if options["plain"] and not options["enforce"]:
+        return None  # --plain only means something with --enforce: the full CLI says so
     return options
+
+
+def spool(options: dict[str, Any]) -> None:
+    """With a database URL (``--db-url``, else ``AGENT_REPLAY_DB_URL``; an empty one means the
+    local store), mark the payload for that store: the local inbox spools it and the drainer
+    delivers it (``hook_drain``), so the harness never waits on, or fails with, the server.
+    The random spool key lets the target store apply it once (``hook_receipts``)."""
+    url = options.pop("db_url", None)
+    if url is None:
+        url = os.environ.get(ENV_DB_URL)
+    if url and url.strip():
+        options["db_url"] = url.strip()
+        options["spool_key"] = f"{time.time_ns():x}-{os.urandom(8).hex()}"
 
 
 def run(argv: list[str], stdin: Any = None) -> int | None:
@@ -165,6 +191,13 @@ def run(argv: list[str], stdin: Any = None) -> int | None:
     options = parse_args(argv)
     if options is None:
         return None
+    spool(options)
+    if options.pop("enforce"):
+        # Deciding the call is the answer the harness waits for (services/guard/enforce).
+        from agent_replay.services.guard.enforce import run_fast
+
+        return run_fast(options, stdin)
+    del options["plain"]
     try:
         store_dir = resolve_dir(options.pop("dir"))
     except OSError:  # e.g. the working directory was deleted under the harness

@@ -42,6 +42,7 @@ CODEX_ROLLOUT = "codex-rollout"
 FORMATS = (CLAUDE_TRANSCRIPT, CODEX_ROLLOUT)
 
 COMMIT_EVERY_S = 0.25
+COMMIT_EVERY_WRITES = 500  # also bounds what one transaction holds in memory on a slow machine
 SNIFF_RECORDS = 50
 """How many records detection and the session-id peek read at most."""
 
@@ -105,6 +106,7 @@ class SessionWriter:
         self.status: str | None = None
         self._txn: Any = None
         self._txn_started = 0.0
+        self._txn_writes = 0
 
     # --- bookkeeping -----------------------------------------------------------------------
 
@@ -135,7 +137,10 @@ class SessionWriter:
     def _tick(self) -> None:
         """Keep a transaction open; commit it when it has been open long enough."""
         now = time.monotonic()
-        if self._txn is not None and now - self._txn_started >= COMMIT_EVERY_S:
+        self._txn_writes += 1
+        if self._txn is not None and (
+            now - self._txn_started >= COMMIT_EVERY_S or self._txn_writes >= COMMIT_EVERY_WRITES
+        ):
             self._commit()
             if self.progress is not None:
                 self.progress(self.steps)
@@ -143,6 +148,7 @@ class SessionWriter:
             self._txn = self.store.write()
             self._txn.__enter__()
             self._txn_started = now
+            self._txn_writes = 0
 
     def _commit(self) -> None:
         if self._txn is not None:

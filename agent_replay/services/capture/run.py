@@ -33,7 +33,7 @@ from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError
-from agent_replay.paths import ENV_DIR, db_path, make_private_dir
+from agent_replay.paths import ENV_DB_URL, ENV_DIR, db_path, make_private_dir
 from agent_replay.services.capture.events import (
     EventEngine,
     EventReport,
@@ -181,6 +181,7 @@ def run_traced(
     redact: bool = True,
     clock: Clock | None = None,
     warn: Warn | None = None,
+    db_url: str | None = None,
 ) -> RunOutcome:
     """Run ``argv`` as a traced child process and wait for it (see the module docstring).
 
@@ -192,6 +193,8 @@ def run_traced(
         redact: redact secrets before writing (the command line and the child's events).
         clock: time source of the trace's timestamps.
         warn: receives warnings about the child's events as they occur.
+        db_url: record into this team store (PostgreSQL) instead; the events file stays in
+            ``store_dir``, and the child gets the URL too (``AGENT_REPLAY_DB_URL``).
 
     Raises:
         StoreError: the store can't be opened (the child is not started then).
@@ -199,7 +202,7 @@ def run_traced(
     command = list(argv)
     clock = clock or SystemClock()
     store_dir = store_dir.expanduser().resolve()
-    store = open_store(db_path(store_dir), create=True)
+    store = open_store(db_url or db_path(store_dir), create=True)
     recorder = TraceRecorder(store, clock=clock, lenient=True, redact=redact)
     trace_id = recorder.start_trace(
         agent_name or os.path.basename(command[0]) or command[0],
@@ -218,6 +221,8 @@ def run_traced(
         ENV_TRACE_ID: trace_id,
         ENV_EVENTS: str(events_file),
     }
+    if db_url:
+        env[ENV_DB_URL] = db_url
 
     engine = EventEngine(
         store,

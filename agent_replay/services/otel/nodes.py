@@ -7,7 +7,7 @@ Pure functions over plain dicts; no I/O.
 
 from __future__ import annotations
 
-import base64
+import functools
 import hashlib
 import heapq
 import time
@@ -20,14 +20,30 @@ from typing import Any
 MATCH_SLACK_NS = 2_000_000_000
 
 
+# Lowercase RFC 4648 base32, ten bits (two characters) at a time.
+_B32_PAIRS = [
+    a + b for a in "abcdefghijklmnopqrstuvwxyz234567" for b in "abcdefghijklmnopqrstuvwxyz234567"
+]
+
+
 def derived_ids(prefix: str, keys: list[str]) -> list[str]:
     """Stable ids (``stp_`` + 16 base32 characters, as ``ids.new_ids`` makes them) for item
-    keys: the first 80 bits of each key's SHA-256, encoded in one call."""
-    digests = b"".join(hashlib.sha256(key.encode()).digest()[:10] for key in keys)
-    text = base64.b32encode(digests).decode().lower()
-    return [f"{prefix}_{text[i * 16 : i * 16 + 16]}" for i in range(len(keys))]
+    keys: the first 80 bits of each key's SHA-256, in lowercase base32 (what
+    ``base64.b32encode(digest[:10]).lower()`` gives, without its per-byte Python loop)."""
+    pairs = _B32_PAIRS
+    sha256 = hashlib.sha256
+    out = []
+    for key in keys:
+        n = int.from_bytes(sha256(key.encode()).digest()[:10], "big")
+        out.append(
+            f"{prefix}_{pairs[n >> 70]}{pairs[(n >> 60) & 1023]}{pairs[(n >> 50) & 1023]}"
+            f"{pairs[(n >> 40) & 1023]}{pairs[(n >> 30) & 1023]}{pairs[(n >> 20) & 1023]}"
+            f"{pairs[(n >> 10) & 1023]}{pairs[n & 1023]}"
+        )
+    return out
 
 
+@functools.lru_cache(maxsize=8192)
 def trace_id_for(group_key: str) -> str:
     """The agent-replay trace id of a group (the same on every rebuild)."""
     return derived_ids("trc", [group_key])[0]

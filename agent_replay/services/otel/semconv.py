@@ -203,28 +203,30 @@ def provider(attrs: Attrs) -> str | None:
     return str(value) if value is not None else None
 
 
+_INPUT_TOKENS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+    "llm.usage.prompt_tokens",
+)
+_OUTPUT_TOKENS = (
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+    "llm.usage.completion_tokens",
+)
+_TOTAL_TOKENS = ("gen_ai.usage.total_tokens", "llm.token_count.total")
+_USAGE_KEYS = frozenset((*_INPUT_TOKENS, *_OUTPUT_TOKENS, *_TOTAL_TOKENS, "llm.usage.total_tokens"))
+
+
 def usage(attrs: Attrs) -> tuple[int | None, dict[str, int]]:
     """Token usage: (tokens used, the breakdown), normalizing the deprecated
     ``prompt_tokens``/``completion_tokens`` and the OpenInference/OpenLLMetry forms."""
-    inp = as_int(
-        first(
-            attrs,
-            "gen_ai.usage.input_tokens",
-            "gen_ai.usage.prompt_tokens",
-            "llm.token_count.prompt",
-            "llm.usage.prompt_tokens",
-        )
-    )
-    out = as_int(
-        first(
-            attrs,
-            "gen_ai.usage.output_tokens",
-            "gen_ai.usage.completion_tokens",
-            "llm.token_count.completion",
-            "llm.usage.completion_tokens",
-        )
-    )
-    total = as_int(first(attrs, "gen_ai.usage.total_tokens", "llm.token_count.total"))
+    if _USAGE_KEYS.isdisjoint(attrs):  # most spans carry no usage at all
+        return None, {}
+    inp = as_int(first(attrs, *_INPUT_TOKENS))
+    out = as_int(first(attrs, *_OUTPUT_TOKENS))
+    total = as_int(first(attrs, *_TOTAL_TOKENS))
     total = total if total is not None else as_int(attrs.get("llm.usage.total_tokens"))
     breakdown = {
         k: v

@@ -1,4 +1,4 @@
-"""The OTLP/HTTP receiver: a stdlib ``ThreadingHTTPServer`` in front of the writer thread.
+"""The OTLP/HTTP receiver: a stdlib ``ThreadingHTTPServer`` in front of the writer process.
 
 A request is read (``Content-Length`` or chunked, capped), decompressed (capped), decoded with
 the official messages, normalized and redacted, queued for the writer, and answered: the
@@ -12,15 +12,18 @@ error bodies are ``google.rpc.Status`` messages.
 harness exporting all three signals to one endpoint gets no errors.
 
 The stdlib server is enough here: exporters hold a few keep-alive connections, and decoding
-and normalizing are CPU-bound under the GIL whatever the server; the writer thread, not the
-HTTP layer, sets the pace.
+and normalizing are CPU-bound under the GIL whatever the server. Writing (building traces,
+validating, SQL) is as much work again, so it runs in a process of its own (see ``writer``):
+the two use two cores.
 """
 
 from __future__ import annotations
 
+import email.utils
 import ipaddress
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,7 +42,6 @@ from agent_replay.services.otel.protocol import (
     error_body,
     export_response,
     media_type,
-    parse_request,
 )
 from agent_replay.services.otel.writer import Log, OtelWriter
 from agent_replay.services.redact import identity, redact_value
@@ -54,6 +56,29 @@ IDLE_TIMEOUT_S = 120.0
 """A keep-alive connection idle this long is closed (its thread ends)."""
 
 PATHS = {"/v1/traces": "traces", "/v1/logs": "logs", "/v1/metrics": "metrics"}
+
+_SUCCESS: dict[tuple[str, str], bytes] = {}
+
+
+def _success(signal: str, media: str) -> bytes:
+    """The body of a full success (no ``partial_success``), encoded once per signal and
+    encoding."""
+    body = _SUCCESS.get((signal, media))
+    if body is None:
+        body = _SUCCESS[signal, media] = encode(export_response(signal, Outcome()), media)
+    return body
+
+
+_DATE: list[Any] = [None, ""]
+
+
+def _http_date() -> str:
+    """The ``Date`` header's value, as ``BaseHTTPRequestHandler.date_time_string`` renders it
+    (formatted once a second)."""
+    now = int(time.time())
+    if _DATE[0] != now:
+        _DATE[:] = [now, email.utils.formatdate(now, usegmt=True)]
+    return str(_DATE[1])
 
 
 def is_loopback(host: str) -> bool:
@@ -240,16 +265,10 @@ class OtelReceiver:
             return
         try:
             body = decompress(body, request.headers.get("Content-Encoding"), self.max_decompressed)
-            message = parse_request(signal, media, body)
+            decoded = normalize.decode(signal, media, body, self.redact)
         except ProtocolError as exc:
             self._fail(request, exc.status, exc.message, media)
             return
-        if signal == "traces":
-            decoded = normalize.spans_from(message, self.redact)
-        elif signal == "logs":
-            decoded = normalize.logs_from(message, self.redact)
-        else:
-            decoded = normalize.Decoded()
         with self._lock:
             if self._closing:
                 refused = True
@@ -265,23 +284,26 @@ class OtelReceiver:
             ):
                 self._fail(request, 503, "the write queue is full; retry later", media, retry=True)
                 return
-            outcome = Outcome()
-            if decoded.rejected:
-                outcome = Outcome(
-                    decoded.rejected,
-                    f"{decoded.rejected} span(s) without a valid trace id or span id were dropped",
-                )
-            with self._lock:
+            with self._lock:  # counted before the answer: a client may read them right after
                 self.stats.requests += 1
                 self.stats.spans += len(decoded.spans)
                 self.stats.log_records += len(decoded.logs)
                 self.stats.log_records_ignored += decoded.ignored
                 self.stats.rejected += decoded.rejected
-            self._send(request, 200, encode(export_response(signal, outcome), media), media)
+            if decoded.rejected:
+                outcome = Outcome(
+                    decoded.rejected,
+                    f"{decoded.rejected} span(s) without a valid trace id or span id were dropped",
+                )
+                reply = encode(export_response(signal, outcome), media)
+            else:
+                reply = _success(signal, media)
+            self._send(request, 200, reply, media)
         finally:
             with self._lock:
                 self._inflight -= 1
-                self._lock.notify_all()
+                if self._closing:  # ``stop`` waits for the requests in progress
+                    self._lock.notify_all()
 
     def internal_error(self, request: _Handler, exc: Exception) -> None:
         """Answer 500 for an unexpected failure and record its traceback."""
@@ -381,17 +403,23 @@ class OtelReceiver:
         close: bool = False,
         headers: dict[str, str] | None = None,
     ) -> None:
+        # What ``send_response`` and ``send_header`` write, in one write (two cost a second
+        # system call, and the body would wait for the client's delayed ACK without NODELAY).
+        lines = [
+            f"{request.protocol_version} {status} {request.responses[status][0]}\r\n"
+            f"Server: {request.version_string()}\r\n"
+            f"Date: {_http_date()}\r\n"
+            f"Content-Type: {content_type or JSON}\r\n"
+            f"Content-Length: {len(body)}\r\n"
+        ]
+        for name, value in (headers or {}).items():
+            lines.append(f"{name}: {value}\r\n")
+        if close:
+            lines.append("Connection: close\r\n")
+            request.close_connection = True
+        lines.append("\r\n")
+        head = "".join(lines).encode("latin-1", "strict")
         try:
-            request.send_response(status)
-            request.send_header("Content-Type", content_type or JSON)
-            request.send_header("Content-Length", str(len(body)))
-            for name, value in (headers or {}).items():
-                request.send_header(name, value)
-            if close:
-                request.send_header("Connection", "close")
-                request.close_connection = True
-            request.end_headers()
-            if request.command != "HEAD":
-                request.wfile.write(body)
+            request.wfile.write(head + body if request.command != "HEAD" else head)
         except OSError:
             request.close_connection = True  # the client left; its items are already queued

@@ -7,16 +7,20 @@ Pure functions over the staged span dicts; no I/O.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import defaultdict
 from typing import Any
 
 from agent_replay.services.otel import semconv
-from agent_replay.services.otel.nodes import Assembly, Node, make_step
+from agent_replay.services.otel.nodes import Assembly, Node, iso
 from agent_replay.services.otel.semconv import first, parse_json
 
 _STATUS_ERROR = 2
 
+_IS_INDEXED_MESSAGE_KEY = operator.methodcaller(
+    "startswith", ("gen_ai.prompt.", "gen_ai.completion.")
+)
 _INDEXED_MESSAGE = re.compile(r"^gen_ai\.(prompt|completion)\.(\d+)\.(\w+)$")
 _DROPPED_KEYS = re.compile(
     r"^(llm\.(input|output)_messages\.|embedding\.embeddings\.\d+\.embedding\.vector)"
@@ -54,54 +58,52 @@ def span_node(span: dict[str, Any]) -> Node:
     attrs = span["attributes"]
     step_type = semconv.step_type(span)
     consumed: set[str] = set()
-
-    def take(keys: tuple[str, ...]) -> Any:
-        for key in keys:
-            value = attrs.get(key)
-            if value is not None and value != "":
-                consumed.add(key)
-                return parse_json(value)
-        return None
-
     if step_type == "tool_call":
         name = first(attrs, "gen_ai.tool.name", "tool.name", "traceloop.entity.name")
-        input_value, output_value = take(_TOOLINPUT_KEYS), take(_TOOLOUTPUT_KEYS)
+        input_keys, output_keys = _TOOLINPUT_KEYS, _TOOLOUTPUT_KEYS
     else:
         name = None
-        input_value, output_value = take(INPUT_KEYS), take(OUTPUT_KEYS)
-    if (
-        input_value is None
-        and output_value is None
-        and any(k.startswith(("gen_ai.prompt.", "gen_ai.completion.")) for k in attrs)
-    ):
+        input_keys, output_keys = INPUT_KEYS, OUTPUT_KEYS
+    input_value = output_value = None
+    for key in input_keys:  # the first non-empty one, decoded when it is JSON text
+        value = attrs.get(key)
+        if value is not None and value != "":
+            consumed.add(key)
+            input_value = parse_json(value)
+            break
+    for key in output_keys:
+        value = attrs.get(key)
+        if value is not None and value != "":
+            consumed.add(key)
+            output_value = parse_json(value)
+            break
+    if input_value is None and output_value is None and any(map(_IS_INDEXED_MESSAGE_KEY, attrs)):
         prompts = _indexed_messages(attrs, "prompt")
         completions = _indexed_messages(attrs, "completion")
         consumed.update(k for k in attrs if _INDEXED_MESSAGE.match(k))
         input_value, output_value = prompts or None, completions or None
-    if span.get("events"):
-        event_inputs, event_outputs = semconv.message_events(span["events"])
+    events = span.get("events")
+    if events:
+        event_inputs, event_outputs = semconv.message_events(events)
         if input_value is None and event_inputs:
             input_value = event_inputs
         if output_value is None and event_outputs:
             output_value = event_outputs
-    # OpenInference repeats input.value/output.value as flat message attributes, and
-    # embedding vectors are numbers nobody reads in a trace: keep neither twice.
-    drop = _DROPPED_KEYS if "input.value" in consumed or "output.value" in consumed else None
 
     tokens, usage = semconv.usage(attrs)
-    response_id = first(attrs, "gen_ai.response.id")
+    response_id = attrs.get("gen_ai.response.id")
+    if response_id == "":
+        response_id = None
     if response_id is None and isinstance(output_value, dict) and step_type == "llm_call":
         response_id = output_value.get("id") if isinstance(output_value.get("id"), str) else None
     start, end = span.get("start_ns") or 0, span.get("end_ns") or 0
-    metadata: dict[str, Any] = {
-        "otel": {
-            "trace_id": span["trace_id"],
-            "span_id": span["span_id"],
-            **({"parent_span_id": span["parent_span_id"]} if span.get("parent_span_id") else {}),
-            "span_name": span.get("name"),
-            **({"scope": span["scope"]} if span.get("scope") else {}),
-        },
-    }
+    otel: dict[str, Any] = {"trace_id": span["trace_id"], "span_id": span["span_id"]}
+    if span.get("parent_span_id"):
+        otel["parent_span_id"] = span["parent_span_id"]
+    otel["span_name"] = span.get("name")
+    if span.get("scope"):
+        otel["scope"] = span["scope"]
+    metadata: dict[str, Any] = {"otel": otel}
     provider = semconv.provider(attrs)
     if provider:
         metadata["provider"] = provider
@@ -109,35 +111,53 @@ def span_node(span: dict[str, Any]) -> Node:
         metadata["response_id"] = str(response_id)
     if usage:
         metadata["usage"] = usage
-    rest = {
-        k: v
-        for k, v in attrs.items()
-        if k not in consumed
-        and not k.endswith(".embedding.vector")
-        and (drop is None or not drop.match(k))
-    }
+    # OpenInference repeats input.value/output.value as flat message attributes, and
+    # embedding vectors are numbers nobody reads in a trace: keep neither twice.
+    if "input.value" in consumed or "output.value" in consumed:
+        rest = {
+            k: v
+            for k, v in attrs.items()
+            if k not in consumed
+            and not k.endswith(".embedding.vector")
+            and not _DROPPED_KEYS.match(k)
+        }
+    else:
+        rest = {
+            k: v
+            for k, v in attrs.items()
+            if k not in consumed and not k.endswith(".embedding.vector")
+        }
     if rest:
         metadata["attributes"] = rest
-    if span.get("events"):
+    if events:
         others = [
             e["name"]
-            for e in span["events"]
+            for e in events
             if not str(e.get("name", "")).startswith("gen_ai.") and e.get("name") != "exception"
         ]
         if others:
-            metadata["otel"]["events"] = others[:50]
-    step = make_step(
-        step_type,
-        str(name) if name is not None else (span.get("name") or step_type),
-        start,
-        end,
-        input=input_value,
-        output=output_value,
-        error=span_error(span),
-        tokens_used=tokens,
-        model=semconv.model(attrs),
-    )
-    step["metadata"] = metadata
+            otel["events"] = others[:50]
+    # As ``make_step`` builds it (the fields that are set, in this order).
+    step: dict[str, Any] = {
+        "step_type": step_type,
+        "name": str(name) if name is not None else (span.get("name") or step_type),
+        "started_at": iso(start),
+        "ended_at": iso(end) if end else None,
+        "duration_ms": (end - start) / 1e6 if start and end >= start else None,
+        "metadata": metadata,
+    }
+    if input_value is not None:
+        step["input"] = input_value
+    if output_value is not None:
+        step["output"] = output_value
+    error = span_error(span)
+    if error is not None:
+        step["error"] = error
+    if tokens is not None:
+        step["tokens_used"] = tokens
+    model = semconv.model(attrs)
+    if model is not None:
+        step["model"] = model
     return Node(
         key=f"span:{span['trace_id']}:{span['span_id']}",
         start_ns=start,

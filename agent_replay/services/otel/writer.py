@@ -1,77 +1,68 @@
-"""The receiver's writer thread: staged items in, rebuilt traces out, in batched transactions.
+"""The receiver's writer: a process of its own that stages received items and rebuilds their
+traces in batched transactions, off the request path.
 
-Request handlers only enqueue (``submit``); this thread owns the store connection. Each batch
-is one ``BEGIN IMMEDIATE`` transaction that:
+Request handlers only enqueue (``submit``): the items, already decoded, normalized and
+redacted, are serialized (compact JSON, as they are staged) and piped to the writer process
+(``writer_process``), which owns the store connection and does everything else: staging,
+regrouping, building, validating and replacing traces. Decoding and writing are both CPU-bound
+Python; in separate processes they run on separate cores instead of taking turns at one GIL.
 
-1. stages the spans (``INSERT OR IGNORE`` keyed by OTel trace id + span id) and the log records
-   (keyed by a digest of their content), so a redelivered batch changes nothing;
-2. recomputes the group of every OTel trace that got a new span (an agent root arriving late
-   can move spans out of a harness session, and the other way round), and moves the log
-   records linked to it;
-3. rebuilds each touched group once (``build.build_trace``), validates it leniently and
-   replaces the stored trace: same id, evals and first-seen time kept, delete and insert in the
-   same transaction, through the ingest service's row builder (``prepare``).
+Each batch the process writes is one ``BEGIN IMMEDIATE`` transaction (see
+``writer_process.BatchWriter``); while one batch is written the next accumulates, so under
+load batches grow and commits stay few (group commit). The process acknowledges every
+committed batch; until then this side keeps the batch, so:
 
-While one batch is written the next accumulates, so under load batches grow and commits stay
-few (group commit). ``stop`` drains the queue before returning: every accepted item lands.
+- ``pending`` counts the items not yet acknowledged, and ``submit`` refuses more than
+  ``max_pending`` (the server answers 503, retryable) instead of growing without bound;
+- ``flush`` waits for the acknowledgements of everything submitted;
+- ``stop`` drains: it closes the pipe after the last batch, and the process writes everything
+  it was sent before it exits;
+- a writer process that dies (killed, crashed) is restarted and sent every unacknowledged
+  batch again (staging is idempotent, so a batch written twice changes nothing).
+
+The process ignores SIGINT: a Ctrl-C in the terminal reaches the whole process group, and the
+receiver, not the writer, decides when writing stops.
 """
 
 from __future__ import annotations
 
+import struct
+import subprocess
+import sys
 import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agent_replay.clock import Clock, SystemClock
-from agent_replay.errors import AgentReplayError
-from agent_replay.paths import make_private_dir
-from agent_replay.services.ingest import prepare
-from agent_replay.services.otel.build import Group, build_trace, otel_trace_group, trace_id_for
-from agent_replay.store.db import DB_ERRORS, Store, open_store
-from agent_replay.store.mapping import EVAL_COLUMNS, TRACE_COLUMNS, TraceRows
-from agent_replay.store.writes import execute, insert_trace_rows
-from agent_replay.trace.io import dumps, loads
-from agent_replay.trace.validate import validate_trace
+import orjson
 
-_CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
-_SPAN_COLUMNS = ("otel_trace_id", "span_id", "group_key", "received_ms", "data")
-_LOG_COLUMNS = ("record_key", "otel_trace_id", "session_key", "group_key", "received_ms", "data")
-_CREATED = TRACE_COLUMNS.index("created_at_ms")
-_STARTED_MS = TRACE_COLUMNS.index("started_at_ms")
-_STARTED = TRACE_COLUMNS.index("started_at")
+from agent_replay.clock import Clock, SystemClock
+from agent_replay.paths import make_private_dir
 
 Log = Callable[[str], None]
 
+FRAME_HEADER = struct.Struct(">IQQII")
+"""A batch on the pipe: body length, sequence number, received time (Unix ms), spans, log
+records; then the body: each span, then each log record, as compact JSON (which has no raw
+newline) and a newline. The writer process stages each item's text as it came."""
 
-def _select_in(store: Store, sql: str, keys: list[str]) -> list[tuple[Any, ...]]:
-    """Rows of ``sql`` (with one ``IN ({})``) for every key, chunk by chunk."""
-    out: list[tuple[Any, ...]] = []
-    for start in range(0, len(keys), _CHUNK):
-        chunk = keys[start : start + _CHUNK]
-        marks = ", ".join("?" * len(chunk))
-        out.extend(tuple(row) for row in execute(store, sql.format(marks), chunk).fetchall())
-    return out
+_BOOT = (
+    "import json, sys; config = json.loads(sys.argv[1]); sys.path[:] = config['sys_path']; "
+    "from agent_replay.services.otel.writer_process import main; main(config)"
+)
+"""The writer process's command (``python -c``)."""
 
-
-def insert_many(
-    store: Store, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *, verb: str
-) -> None:
-    """``executemany`` of rows into a staging table (``INSERT OR IGNORE``: keys decide)."""
-    if rows:
-        marks = ", ".join("?" * len(columns))
-        store.db.cursor().executemany(
-            f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
-        )
+_MAX_RESTARTS = 3
+"""Writer processes that may die in a row, acknowledging nothing, before the writer gives up."""
 
 
 @dataclass
 class WriterStats:
-    """Counters, read by the server's summary (updated by the writer thread only)."""
+    """Counters, read by the server's summary (updated from the writer process's reports)."""
 
     spans_staged: int = 0
     """Spans new to the store (a redelivered span is not counted again)."""
@@ -83,21 +74,39 @@ class WriterStats:
     write_errors: int = 0
     warnings: int = 0
 
+    def add(self, counts: dict[str, int]) -> None:
+        """Add a report's counters (everything but ``trace_ids``)."""
+        for name, value in counts.items():
+            setattr(self, name, getattr(self, name) + value)
+
+
+COUNTERS = tuple(f.name for f in fields(WriterStats) if f.name != "trace_ids")
+
 
 @dataclass
-class _Batch:
-    spans: list[dict[str, Any]]
-    logs: list[dict[str, Any]]
+class _Frame:
     seq: int
+    items: int
+    data: bytes
+
+
+class _Child:
+    """One writer process and the thread reading its reports."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.dead = False
+        self.acked = 0
+        self.reader: threading.Thread | None = None
 
 
 class OtelWriter:
-    """Stage received spans and log records and keep their traces built, off the request path.
+    """Stage received spans and log records and keep their traces built, in a writer process.
 
     Args:
-        db_file: the store's database file (the thread opens its own connection).
-        clock: stamps first-seen times.
-        max_pending: the most items (spans + log records) queued at once; ``submit`` refuses
+        db_file: the store's database file (the writer process opens its own connection).
+        clock: stamps received and first-seen times (when an item is accepted).
+        max_pending: the most items (spans + log records) not yet written; ``submit`` refuses
             more, and the server answers 503 (retryable) instead of growing without bound.
         batch_items: the most items written in one transaction.
         log: where problems are reported (one line each).
@@ -121,35 +130,76 @@ class OtelWriter:
         self.log: Log = log or (lambda _line: None)
         self.error_log = error_log
         self.stats = WriterStats()
-        self._cond = threading.Condition()
-        self._queue: deque[_Batch] = deque()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        """Guards the state below; wakes ``flush`` and ``stop`` waiters."""
+        self._work = threading.Condition(lock)
+        """Wakes the feeding thread: request threads only wake it when it waits for work, not
+        once per request."""
+        self._feeder_waiting = False
+        self._sending = False
+        """A thread is writing batches to the writer process."""
+        self._outbox: deque[_Frame] = deque()
+        """Batches not yet sent to the current writer process."""
+        self._unacked: deque[_Frame] = deque()
+        """Batches sent and not yet acknowledged (sent again to a restarted process)."""
         self._pending = 0
         self._submitted = 0
         self._written = 0
         self._stopping = False
+        self._failed = False
+        """The writer process can't be run (it kept dying): nothing more is accepted."""
+        self._lost = False
+        """Some accepted items were not written (``stop`` reports it)."""
+        self._child: _Child | None = None
         self._thread: threading.Thread | None = None
-        self._store: Store | None = None
+        self._ready = threading.Event()
 
     # --- the request side -------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the writer thread."""
-        self._thread = threading.Thread(target=self._run, name="otel-writer", daemon=True)
+        """Start the writer process (and the thread that feeds it)."""
+        self._thread = threading.Thread(target=self._supervise, name="otel-writer", daemon=True)
         self._thread.start()
 
     def submit(self, spans: list[dict[str, Any]], logs: list[dict[str, Any]]) -> bool:
         """Queue items for writing; ``False`` (nothing queued) when the queue is full."""
         size = len(spans) + len(logs)
+        if not self._has_room(size):  # refused before paying for the encoding
+            return False
+        received_ms = int(self.clock.now().timestamp() * 1000)
+        dumps = orjson.dumps
+        body = b"".join([dumps(item) + b"\n" for item in spans] + [dumps(r) + b"\n" for r in logs])
         with self._cond:
-            if self._stopping:
-                return False
-            if self._pending and self._pending + size > self.max_pending:
+            if not self._has_room(size):
                 return False
             self._submitted += 1
-            self._queue.append(_Batch(spans, logs, self._submitted))
+            seq = self._submitted
+            header = FRAME_HEADER.pack(len(body), seq, received_ms, len(spans), len(logs))
+            self._outbox.append(_Frame(seq, size, header + body))
             self._pending += size
-            self._cond.notify_all()
+            child = self._child
+            if self._sending or child is None or child.dead:
+                # Another thread is sending (it takes this batch too), or there is no process
+                # to send to yet: the feeding thread will.
+                if self._feeder_waiting and not self._sending:
+                    self._work.notify()
+                return True
+            self._sending = True
+        # Send it from this thread: waking the feeding thread for every request costs more
+        # than the write (the process reads its input promptly, whatever the disk does).
+        self._send(child)
         return True
+
+    def _has_room(self, size: int) -> bool:
+        if self._stopping or self._failed:
+            return False
+        return not (self._pending and self._pending + size > self.max_pending)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the writer process has opened the store (items submitted before are
+        queued, not lost); ``False`` on timeout."""
+        return self._ready.wait(timeout)
 
     @property
     def pending(self) -> int:
@@ -161,310 +211,190 @@ class OtelWriter:
         """Wait until everything submitted so far is written; ``False`` on timeout."""
         with self._cond:
             target = self._submitted
-            return self._cond.wait_for(lambda: self._written >= target, timeout=timeout)
+            return self._cond.wait_for(
+                lambda: self._written >= target or self._failed, timeout=timeout
+            ) and (self._written >= target)
 
     def stop(self, timeout: float | None = None) -> bool:
-        """Write everything queued, then end the thread; ``True`` when nothing is left."""
+        """Write everything queued, then end the writer process; ``True`` when nothing
+        accepted was left unwritten."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+            self._work.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
         with self._cond:
-            return not self._queue and self._written >= self._submitted
-
-    # --- the writer thread --------------------------------------------------------------------
-
-    def _take(self) -> tuple[list[_Batch], bool]:
-        with self._cond:
-            self._cond.wait_for(lambda: self._queue or self._stopping)
-            taken: list[_Batch] = []
-            size = 0
-            while self._queue and (not taken or size < self.batch_items):
-                batch = self._queue.popleft()
-                taken.append(batch)
-                size += len(batch.spans) + len(batch.logs)
-            return taken, self._stopping and not self._queue and not taken
-
-    def _run(self) -> None:
-        store = self._open()
-        if store is None:
-            return
-        try:
-            while True:
-                taken, done = self._take()
-                if done:
-                    return
-                spans = [s for b in taken for s in b.spans]
-                logs = [r for b in taken for r in b.logs]
-                self._write_with_retry(store, spans, logs)
-                with self._cond:
-                    self._pending -= len(spans) + len(logs)
-                    self._written = taken[-1].seq
-                    self._cond.notify_all()
-        finally:
-            store.close()
-
-    def _open(self) -> Store | None:
-        delay = 0.1
-        while True:
-            try:
-                return open_store(self.db_file)
-            except AgentReplayError as exc:
-                self.stats.write_errors += 1
-                self.log(f"cannot open the store: {exc.message}; retrying")
-                with self._cond:
-                    if self._stopping:
-                        return None
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-
-    def _write_with_retry(
-        self, store: Store, spans: list[dict[str, Any]], logs: list[dict[str, Any]]
-    ) -> None:
-        """Write a batch; a database error (a lock held past the busy timeout, a full disk)
-        is retried with backoff, since the items were already acknowledged to the exporter."""
-        delay = 0.1
-        attempts = 0
-        while True:
-            try:
-                self.write_batch(store, spans, logs)
-                return
-            except DB_ERRORS as exc:
-                attempts += 1
-                self.stats.write_errors += 1
-                self.log(f"store write failed ({exc}); retrying {len(spans) + len(logs)} items")
-                with self._cond:
-                    stopping = self._stopping
-                if stopping and attempts >= 5:
-                    self.log(f"gave up on {len(spans)} spans and {len(logs)} log records")
-                    return
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-
-    # --- one batch ------------------------------------------------------------------------------
-
-    def write_batch(
-        self, store: Store, spans: list[dict[str, Any]], logs: list[dict[str, Any]]
-    ) -> None:
-        """Stage a batch and rebuild the traces it touches, in one transaction."""
-        now_ms = int(self.clock.now().timestamp() * 1000)
-        with store.write():
-            groups: dict[str, None] = {}
-            known: dict[str, list[dict[str, Any]]] = {}
-            span_groups = self._stage_spans(store, spans, now_ms, groups, known)
-            self._stage_logs(store, logs, now_ms, groups, span_groups)
-            self._rebuild(store, list(groups), known, now_ms)
-        self.stats.batches += 1
-
-    def _stage_spans(
-        self,
-        store: Store,
-        spans: list[dict[str, Any]],
-        now_ms: int,
-        groups: dict[str, None],
-        known: dict[str, list[dict[str, Any]]],
-    ) -> dict[str, str]:
-        """Insert the new spans, regroup their OTel traces, move linked log records; returns
-        the group of each OTel trace seen (for the log records of this batch)."""
-        incoming: dict[str, dict[str, dict[str, Any]]] = {}
-        for span in spans:  # a span twice in one batch (a retry that caught up) counts once
-            incoming.setdefault(span["trace_id"], {}).setdefault(span["span_id"], span)
-        if not incoming:
-            return {}
-        stored: dict[str, list[tuple[str, str, str]]] = {}
-        for row in _select_in(
-            store,
-            "SELECT otel_trace_id, span_id, group_key, data FROM otel_spans "
-            "WHERE otel_trace_id IN ({})",
-            list(incoming),
-        ):
-            stored.setdefault(row[0], []).append((row[1], row[2], row[3]))
-        rows: list[tuple[Any, ...]] = []
-        span_groups: dict[str, str] = {}
-        moves: list[tuple[str, str]] = []
-        for trace_id, items in incoming.items():
-            present = stored.get(trace_id, [])
-            seen = {span_id for span_id, _, _ in present}
-            fresh = [item for span_id, item in items.items() if span_id not in seen]
-            old = {group for _, group, _ in present}
-            if not fresh:
-                span_groups[trace_id] = next(iter(old))
-                continue
-            everything = [loads(data) for _, _, data in present] + fresh
-            group = otel_trace_group(trace_id, everything)
-            span_groups[trace_id] = group
-            rows.extend((trace_id, item["span_id"], group, now_ms, dumps(item)) for item in fresh)
-            groups.update(dict.fromkeys(sorted(old)))
-            groups[group] = None
-            if old - {group}:
-                moves.append((group, trace_id))
-            if group == f"t:{trace_id}":
-                known[group] = everything  # the whole group: no need to read it again
-        insert_many(store, "otel_spans", _SPAN_COLUMNS, rows, verb="INSERT OR IGNORE")
-        self.stats.spans_staged += len(rows)
-        for group, trace_id in moves:
-            execute(
-                store,
-                "UPDATE otel_spans SET group_key = ? WHERE otel_trace_id = ?",
-                [group, trace_id],
+            return (
+                not self._outbox
+                and not self._unacked
+                and self._written >= self._submitted
+                and not self._lost
             )
-        # Log records that arrived before their spans (or were linked to another group).
-        touched = [trace_id for trace_id, _, _, _, _ in rows]
-        for trace_id, group in _select_in(
-            store,
-            "SELECT DISTINCT otel_trace_id, group_key FROM otel_logs WHERE otel_trace_id IN ({})",
-            list(dict.fromkeys(touched)),
-        ):
-            if group != span_groups[trace_id]:
-                if group:
-                    groups[group] = None
-                groups[span_groups[trace_id]] = None
-                execute(
-                    store,
-                    "UPDATE otel_logs SET group_key = ? WHERE otel_trace_id = ?",
-                    [span_groups[trace_id], trace_id],
-                )
-        return span_groups
-
-    def _stage_logs(
-        self,
-        store: Store,
-        logs: list[dict[str, Any]],
-        now_ms: int,
-        groups: dict[str, None],
-        span_groups: dict[str, str],
-    ) -> None:
-        """Insert the new log records into their groups: their span's group when that span's
-        OTel trace is known, else their session's, else their OTel trace's (where the spans
-        will land when they come)."""
-        if not logs:
-            return
-        linked = {r["trace_id"] for r in logs if r.get("trace_id")} - set(span_groups)
-        span_groups = dict(span_groups)
-        for trace_id, group in _select_in(
-            store,
-            "SELECT otel_trace_id, MIN(group_key) FROM otel_spans WHERE otel_trace_id IN ({}) "
-            "GROUP BY otel_trace_id",
-            list(linked),
-        ):
-            span_groups[trace_id] = group
-        present = {
-            row[0]
-            for row in _select_in(
-                store,
-                "SELECT record_key FROM otel_logs WHERE record_key IN ({})",
-                list({r["key"] for r in logs}),
-            )
-        }
-        rows: list[tuple[Any, ...]] = []
-        for record in logs:
-            if record["key"] in present:
-                continue
-            present.add(record["key"])
-            trace_id = record.get("trace_id")
-            group = (
-                span_groups.get(trace_id or "")
-                or record.get("session_key")
-                or (f"t:{trace_id}" if trace_id else None)
-            )
-            if group is None:
-                continue  # nothing to attach it to
-            rows.append(
-                (record["key"], trace_id, record.get("session_key"), group, now_ms, dumps(record))
-            )
-            groups[group] = None
-        insert_many(store, "otel_logs", _LOG_COLUMNS, rows, verb="INSERT OR IGNORE")
-        self.stats.logs_staged += len(rows)
-
-    def _rebuild(
-        self,
-        store: Store,
-        groups: list[str],
-        known: dict[str, list[dict[str, Any]]],
-        now_ms: int,
-    ) -> None:
-        """Rebuild each group's trace and replace the stored versions."""
-        spans: dict[str, list[dict[str, Any]]] = {k: list(v) for k, v in known.items()}
-        for key, data in _select_in(
-            store,
-            "SELECT group_key, data FROM otel_spans WHERE group_key IN ({})",
-            [g for g in groups if g not in known],
-        ):
-            spans.setdefault(key, []).append(loads(data))
-        logs: dict[str, list[dict[str, Any]]] = {}
-        for key, data in _select_in(
-            store, "SELECT group_key, data FROM otel_logs WHERE group_key IN ({})", groups
-        ):
-            logs.setdefault(key, []).append(loads(data))
-        built: list[TraceRows] = []
-        gone: list[str] = []
-        for key in groups:
-            trace_id = trace_id_for(key)
-            try:
-                data = build_trace(Group(key, spans.get(key, []), logs.get(key, [])))
-                if data is None:
-                    gone.append(trace_id)
-                    continue
-                validated = validate_trace(data, lenient=True)
-                self.stats.warnings += len(validated.warnings)
-                rows = prepare(
-                    validated.trace,
-                    created_ms=now_ms,
-                    source_format="otlp",
-                    otel_trace_id=key[2:] if key.startswith("t:") else None,
-                )
-            except (AgentReplayError, ValueError, TypeError, KeyError, OverflowError) as exc:
-                # A producer's data the builder can't handle: keep it staged (a later item
-                # may complete it), record the problem, build the other groups.
-                self.stats.build_errors += 1
-                self.report(f"cannot build the trace of {key}: {type(exc).__name__}: {exc}")
-                continue
-            built.append(rows)
-        self._replace(store, built, gone)
-        self.stats.traces_rebuilt += len(built)
-        self.stats.trace_ids.update(rows.trace[0] for rows in built)
-
-    def _replace(self, store: Store, built: list[TraceRows], gone: list[str]) -> None:
-        """Delete the previous versions and insert the new ones, keeping each stored trace's
-        first-seen time and its evals (they belong to the trace, not to one build of it)."""
-        ids = [rows.trace[0] for rows in built]
-        previous = {
-            row[0]: int(row[1])
-            for row in _select_in(
-                store, "SELECT id, created_at_ms FROM traces WHERE id IN ({})", ids
-            )
-        }
-        evals: dict[str, list[tuple[Any, ...]]] = {}
-        if previous:
-            names = ", ".join(EVAL_COLUMNS)
-            for row in _select_in(
-                store, f"SELECT {names} FROM evals WHERE trace_id IN ({{}})", list(previous)
-            ):
-                evals.setdefault(row[1], []).append(tuple(row))
-        stale = [*previous, *gone]
-        for start in range(0, len(stale), _CHUNK):
-            chunk = stale[start : start + _CHUNK]
-            execute(store, f"DELETE FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
-        for rows in built:
-            created = previous.get(rows.trace[0])
-            if created is not None:
-                row = list(rows.trace)
-                row[_CREATED] = created
-                if row[_STARTED] is None:
-                    row[_STARTED_MS] = created
-                rows.trace = tuple(row)
-                rows.evals = evals.get(rows.trace[0], [])
-        insert_trace_rows(store, built)
 
     def report(self, line: str) -> None:
         """Report a problem: one line to the log, the current traceback to the error log."""
         self.log(line)
-        if self.error_log is None:
-            return
+        write_error_log(self.error_log, line, traceback.format_exc())
+
+    # --- feeding the writer process -----------------------------------------------------------
+
+    def _supervise(self) -> None:
+        """Run a writer process and feed it; when it dies with batches unwritten (killed,
+        crashed), start another and send it those batches again."""
+        deaths = 0
+        while True:
+            child = self._spawn()
+            code = None
+            if child is not None:
+                self._feed(child)
+                if child.reader is not None:
+                    child.reader.join()
+                code = child.process.wait()
+            with self._cond:
+                self._child = None
+                if not self._unacked and not self._outbox and self._stopping:
+                    return  # drained, and it exited at the end of its input
+                self._outbox.extendleft(reversed(self._unacked))
+                self._unacked.clear()
+                deaths = 0 if child is not None and child.acked else deaths + 1
+                giving_up = deaths >= _MAX_RESTARTS
+                if giving_up:
+                    self._failed = self._lost = True
+                    self._cond.notify_all()
+                pending = self._pending
+            if giving_up:
+                self.log(
+                    f"the writer process keeps exiting (code {code}); "
+                    f"{pending} item(s) can't be written"
+                )
+                return
+            self.log(f"the writer process exited (code {code}); restarting it")
+            time.sleep(0.1 * deaths)
+
+    def _spawn(self) -> _Child | None:
+        config = {
+            "db_file": str(self.db_file),
+            "batch_items": self.batch_items,
+            "error_log": str(self.error_log) if self.error_log else None,
+        }
+        # This process's import path, as multiprocessing's spawn passes it: the writer runs
+        # the same package, wherever it was imported from (a checkout, a wheel).
+        config["sys_path"] = list(sys.path)
         try:
-            make_private_dir(self.error_log.parent)
-            with self.error_log.open("a", encoding="utf-8") as out:
-                out.write(f"--- otel serve\n{line}\n{traceback.format_exc()}\n")
-        except OSError:
-            pass  # the one-line report above already went out
+            process = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, orjson.dumps(config).decode()],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+            )
+        except OSError as exc:
+            self.log(f"cannot start the writer process: {exc}")
+            return None
+        child = _Child(process)
+        child.reader = threading.Thread(
+            target=self._read_reports, args=(child,), name="otel-writer-reports", daemon=True
+        )
+        child.reader.start()
+        with self._cond:
+            self._child = child
+        return child
+
+    def _feed(self, child: _Child) -> None:
+        """Send what request threads couldn't (before the process started, while another
+        thread was sending); at stop, send the rest and close the process's input (it drains
+        and exits). Returns when stopped or when the process dies."""
+        while True:
+            with self._cond:
+                self._feeder_waiting = True
+                self._work.wait_for(
+                    lambda: child.dead or not self._sending and (self._outbox or self._stopping)
+                )
+                self._feeder_waiting = False
+                if child.dead or not self._outbox:  # dead, or stopping with everything sent
+                    break
+                self._sending = True
+            if not self._send(child):
+                break
+        try:
+            assert child.process.stdin is not None
+            child.process.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def _send(self, child: _Child) -> bool:
+        """Write the outbox to the writer process, until it is empty; the caller has claimed
+        ``_sending`` (one writer at a time keeps the batches in order). ``False`` when the
+        process is gone (the supervisor sends its batches to the next one)."""
+        stdin = child.process.stdin
+        assert stdin is not None
+        while True:
+            with self._cond:
+                if not self._outbox or child.dead:
+                    self._sending = False
+                    # The feeding thread may wait for this to end: to drain at stop, or to
+                    # send batches queued again for a new process.
+                    if self._feeder_waiting and (self._outbox or self._stopping):
+                        self._work.notify()
+                    return not child.dead
+                frames = list(self._outbox)
+                self._outbox.clear()
+                self._unacked.extend(frames)
+            try:
+                for frame in frames:
+                    stdin.write(frame.data)
+                stdin.flush()
+            except (OSError, ValueError):  # a broken pipe: it died
+                with self._cond:
+                    child.dead = True
+                    self._sending = False
+                    self._work.notify_all()
+                return False
+
+    def _read_reports(self, child: _Child) -> None:
+        """Apply the writer process's reports: written batches, counters, log lines."""
+        stdout = child.process.stdout
+        assert stdout is not None
+        try:
+            for line in iter(stdout.readline, b""):
+                try:
+                    report = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                self._apply(child, report)
+        finally:
+            with self._cond:
+                child.dead = True
+                self._cond.notify_all()
+                self._work.notify_all()
+
+    def _apply(self, child: _Child, report: dict[str, Any]) -> None:
+        seq = report.get("seq")
+        with self._cond:
+            self.stats.add(report.get("counts") or {})
+            self.stats.trace_ids.update(report.get("trace_ids") or ())
+            if report.get("lost"):
+                self._lost = True
+            if report.get("ready"):
+                self._ready.set()
+            if seq is not None:
+                while self._unacked and self._unacked[0].seq <= seq:
+                    frame = self._unacked.popleft()
+                    self._pending -= frame.items
+                self._written = max(self._written, seq)
+                child.acked += 1
+            self._cond.notify_all()
+        for text in report.get("log") or ():
+            self.log(text)
+
+
+def write_error_log(error_log: Path | None, line: str, details: str) -> None:
+    """Append a problem and its traceback to the error log (best effort)."""
+    if error_log is None:
+        return
+    try:
+        make_private_dir(error_log.parent)
+        with error_log.open("a", encoding="utf-8") as out:
+            out.write(f"--- otel serve\n{line}\n{details}\n")
+    except OSError:
+        pass  # the one-line report already went out

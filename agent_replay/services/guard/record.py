@@ -1,0 +1,111 @@
+"""The drainer's side of ``hook --enforce``: a decision becomes a ``guard_check`` step.
+
+The hook decided a pre-tool payload and queued it with the decision in its options
+(``enforce.guard_record``). After the capture recorded the attempted call (an open
+``tool_call`` step), this records the decision right after it, in the same trace:
+
+- a ``guard_check`` step named after the deciding policy, ``caused_by_step`` the tool call
+  (so ``why`` walks from the check to the attempt), nested where the call is;
+- input: the tool and its arguments (only the tool under ``--no-input``);
+- output: what the harness was told (``decision``: deny, ask or allow) and the evaluation
+  (``action``, ``policy``, ``reason``, ``matches``); a ``decision`` of ``deny`` is what the
+  dashboard, the live watch and the timeline count as a block;
+- a blocked call's step is closed with an error naming the policy: the harness never runs
+  it, so no result will come.
+
+Everything goes through ``TraceRecorder`` (lenient, redacting as the capture does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_replay.clock import Clock
+from agent_replay.services.capture.hooks import DIALECTS, detect_dialect, event_time
+from agent_replay.services.recorder import TraceRecorder
+from agent_replay.store.db import Store
+from agent_replay.store.writes import execute
+
+NAME_KEY = "tool:"  # hooks_claude.NAME_KEY: a call without an id pairs by the tool's name
+GEMINI_ID_KEYS = ("tool_call_id", "call_id", "tool_use_id")
+
+
+def call_key(payload: dict[str, Any], dialect: str) -> str:
+    """The call id the capture opened the tool step with (``hooks_claude.call_key`` and
+    ``hooks_gemini.call_key``)."""
+    keys = GEMINI_ID_KEYS if dialect == "gemini" else ("tool_use_id",)
+    for key in keys:
+        value = payload.get(key)
+        if isinstance(value, str) and value:
+            return value
+    name = payload.get("tool_name")
+    return f"{NAME_KEY}{name if isinstance(name, str) and name else 'tool'}"
+
+
+def record_guard_check(
+    store: Store, payload: dict[str, Any], options: dict[str, Any], clock: Clock
+) -> int | None:
+    """Record the decision queued with ``payload``; returns the guard step's number.
+
+    ``None`` when the session has no trace to record into (the capture could not record the
+    call: its own error is in the log already).
+    """
+    guard = options.get("guard")
+    session_id = payload.get("session_id")
+    if not isinstance(guard, dict) or not isinstance(session_id, str) or not session_id:
+        return None
+    key = options.get("dialect") or "auto"
+    if key not in DIALECTS:
+        key = detect_dialect(store, payload)
+    row = execute(
+        store,
+        "SELECT id FROM traces WHERE session_id = ? AND source_format = ? "
+        "ORDER BY started_at_ms DESC, created_at_ms DESC LIMIT 1",
+        [session_id, DIALECTS[key].source_format],
+    ).fetchone()
+    if row is None:
+        return None
+    trace_id = row[0]
+    call_id = call_key(payload, key)
+    tool = execute(
+        store,
+        "SELECT step_number, parent_step, is_open FROM steps WHERE trace_id = ? AND call_id = ? "
+        "AND step_type = 'tool_call' ORDER BY step_number DESC LIMIT 1",
+        [trace_id, call_id],
+    ).fetchone()
+    evaluation = dict(guard.get("evaluation") or {})
+    decision = str(guard.get("decision") or "allow")
+    at = event_time(payload, options, clock)
+    no_input = bool(options.get("no_input"))
+    tool_name = payload.get("tool_name")
+    shown: dict[str, Any] = {"tool": tool_name}
+    if not no_input:
+        shown["arguments"] = payload.get("tool_input")
+    rec = TraceRecorder(store, lenient=True, redact=bool(options.get("redact", True)), clock=clock)
+    metadata: dict[str, Any] = {"enforced": True, "call_id": call_id}
+    if isinstance(guard.get("harness"), str):
+        metadata["harness"] = guard["harness"]
+    number = rec.step(
+        trace_id,
+        {
+            "step_type": "guard_check",
+            "name": evaluation.get("policy") or "guard",
+            "input": shown,
+            "output": {"decision": decision, **evaluation},
+            "started_at": at,
+            "ended_at": at,
+            "duration_ms": 0.0,
+            "caused_by_step": int(tool[0]) if tool else None,
+            "parent_step": int(tool[1]) if tool and tool[1] is not None else None,
+            "metadata": metadata,
+        },
+    )
+    if tool is not None and tool[2] and decision == "deny":
+        reason = evaluation.get("reason") or "a guard policy denied it"
+        rec.end_step(
+            trace_id,
+            int(tool[0]),
+            error=f"blocked by agent-replay guard: {reason}",
+            ended_at=at,
+        )
+    return number

@@ -1,0 +1,232 @@
+"""Guard policies in a store: add, list, find, remove, enable, disable, and test a trace.
+
+What ``agent-replay guard`` and the app's policies screen call. Validation is
+``policy.validate_*`` (the same ``guard add`` and the form apply); a refused policy raises
+``UsageError`` with the reason (exit 2). Policies are plain rows of the ``policies`` table;
+the hook reads them with the stdlib (``enforce.load_policies``), so this module and that one
+agree on ``policy.POLICY_SELECT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent_replay.clock import Clock
+from agent_replay.errors import NotFoundError, UsageError
+from agent_replay.services.guard.decide import Evaluation, evaluate
+from agent_replay.services.guard.match import StepText
+from agent_replay.services.guard.policy import (
+    ORDER,
+    POLICY_COLUMNS,
+    POLICY_SELECT,
+    Policy,
+    PolicyError,
+    policy_from_row,
+    validate_action,
+    validate_name,
+    validate_pattern,
+)
+from agent_replay.store import ids
+from agent_replay.store.db import Store
+from agent_replay.store.writes import execute, insert_many
+from agent_replay.trace.base import canonical_time
+from agent_replay.trace.io import dumps
+
+
+def list_policies(store: Store, *, enabled_only: bool = False) -> list[Policy]:
+    """Every policy (or the enabled ones), highest priority first, then by name."""
+    where = " WHERE enabled <> 0" if enabled_only else ""
+    rows = execute(store, POLICY_SELECT + where + ORDER).fetchall()
+    return [policy_from_row(tuple(row)) for row in rows]
+
+
+def find_policy(store: Store, ref: str) -> Policy:
+    """A policy by id, by name, or by a unique id prefix.
+
+    Raises:
+        NotFoundError: nothing matches.
+        UsageError: the prefix matches several policies.
+    """
+    rows = execute(store, POLICY_SELECT + " WHERE id = ? OR name = ?", [ref, ref]).fetchall()
+    if not rows and ref.startswith(f"{ids.POLICY}_"):
+        rows = execute(
+            store, POLICY_SELECT + " WHERE id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]
+        ).fetchall()
+        if len(rows) > 1:
+            names = ", ".join(sorted(r[0] for r in rows)[:5])
+            raise UsageError(f"policy id prefix {ref!r} is ambiguous: it matches {names}")
+    if not rows:
+        raise NotFoundError(
+            f"no policy {ref!r}", hints=["`agent-replay guard list` shows every policy"]
+        )
+    if len(rows) > 1:  # an id equal to another policy's name: the id wins
+        rows = [r for r in rows if r[0] == ref]
+    return policy_from_row(tuple(rows[0]))
+
+
+def add_policy(
+    store: Store,
+    clock: Clock,
+    *,
+    name: str,
+    pattern: Any,
+    action: str,
+    description: str | None = None,
+    priority: int = 0,
+    fail_open: bool = False,
+    enabled: bool = True,
+) -> Policy:
+    """Validate and store a new policy.
+
+    Args:
+        pattern: a JSON object (dict) or its JSON text.
+
+    Raises:
+        UsageError: the name, pattern or action is refused (the reason says why), or the name
+            is taken.
+    """
+    from agent_replay.services.guard.policy import parse_pattern
+
+    try:
+        name = validate_name(name)
+        parsed = parse_pattern(pattern) if isinstance(pattern, str) else validate_pattern(pattern)
+        action = validate_action(action)
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise UsageError(f"the priority must be a whole number (got {priority!r})")
+    description = description.strip() if description and description.strip() else None
+    policy = Policy(
+        id=ids.new_id(ids.POLICY),
+        name=name,
+        pattern=parsed,
+        action=action,
+        priority=priority,
+        description=description,
+        enabled=enabled,
+        fail_open=fail_open,
+        created_at=canonical_time(clock.now()),
+    )
+    with store.write():
+        taken = execute(store, "SELECT id FROM policies WHERE name = ?", [name]).fetchone()
+        if taken is not None:
+            raise UsageError(
+                f"a policy named {name!r} exists already ({taken[0]})",
+                hints=["pick another --name, or `agent-replay guard remove` the old one"],
+            )
+        insert_many(store, "policies", POLICY_COLUMNS, [_row(policy)])
+    return policy
+
+
+def remove_policy(store: Store, ref: str) -> Policy:
+    """Delete a policy (by id, name or unique id prefix); returns what was removed."""
+    with store.write():
+        policy = find_policy(store, ref)
+        execute(store, "DELETE FROM policies WHERE id = ?", [policy.id])
+    return policy
+
+
+def set_enabled(store: Store, ref: str, enabled: bool) -> Policy:
+    """Enable or disable a policy; returns it as it is now."""
+    with store.write():
+        policy = find_policy(store, ref)
+        execute(store, "UPDATE policies SET enabled = ? WHERE id = ?", [int(enabled), policy.id])
+    return find_policy(store, policy.id)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One step of a tested trace that a policy matched."""
+
+    step: Mapping[str, Any]
+    """The step object (the trace format's)."""
+    evaluation: Evaluation
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``guard test --json`` prints it."""
+        return {
+            "step_number": self.step["step_number"],
+            "step_type": self.step["step_type"],
+            "name": self.step.get("name"),
+            **self.evaluation.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class TraceTest:
+    """Every step of a trace against every enabled policy."""
+
+    trace_id: str
+    steps: int
+    """How many steps the trace has."""
+    results: list[StepResult]
+    """The steps some policy matched, in step order."""
+    policies: int
+    """How many enabled policies were applied."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def denied(self) -> bool:
+        """Some step's decision is ``deny`` (``guard test --exit-code`` exits 1)."""
+        return any(r.evaluation.action == "deny" for r in self.results)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id,
+            "steps": self.steps,
+            "policies": self.policies,
+            "matched_steps": len(self.results),
+            "denied": self.denied,
+            "results": [r.to_json() for r in self.results],
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
+        }
+
+
+def match_steps(policies: Iterable[Policy], steps: Iterable[Mapping[str, Any]]) -> list[StepResult]:
+    """The steps (step objects) some enabled policy matches, with each step's decision."""
+    chosen = [p for p in policies if p.enabled]
+    results = []
+    for step in steps:
+        evaluation = evaluate(chosen, StepText.from_step(step))
+        if evaluation.matched:
+            results.append(StepResult(step, evaluation))
+    return results
+
+
+def run_trace_test(store: Store, trace_id: str) -> TraceTest:
+    """Every step of trace ``trace_id`` (an id or unique prefix) against the enabled
+    policies."""
+    from agent_replay.store.queries import resolve_trace_id, step_dicts
+
+    full_id = resolve_trace_id(store, trace_id)
+    steps = step_dicts(store, full_id)
+    policies = list_policies(store, enabled_only=True)
+    warnings: dict[str, None] = {}
+    results = []
+    for step in steps:
+        evaluation = evaluate(policies, StepText.from_step(step))
+        warnings.update(dict.fromkeys(evaluation.warnings))
+        if evaluation.matched:
+            results.append(StepResult(step, evaluation))
+    return TraceTest(full_id, len(steps), results, len(policies), tuple(warnings))
+
+
+def _row(policy: Policy) -> tuple[Any, ...]:
+    return (
+        policy.id,
+        policy.name,
+        policy.description,
+        dumps(policy.pattern),
+        policy.action,
+        policy.priority,
+        int(policy.enabled),
+        int(policy.fail_open),
+        policy.created_at,
+    )
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"

@@ -1,0 +1,562 @@
+"""The writer process of ``otel serve``: batches of staged items in, rebuilt traces out.
+
+Started by ``writer.OtelWriter`` (``python -c``, see ``writer._BOOT``), which pipes it batches
+of received items (``writer.FRAME_HEADER`` + JSON) on stdin and reads one JSON report per
+line on stdout: the last batch written, counters, rebuilt trace ids, log lines. It owns the
+store connection. Each batch is one ``BEGIN IMMEDIATE`` transaction that:
+
+1. stages the spans (``INSERT OR IGNORE`` keyed by OTel trace id + span id) and the log records
+   (keyed by a digest of their content), so a redelivered batch changes nothing;
+2. recomputes the group of every OTel trace that got a new span (an agent root arriving late
+   can move spans out of a harness session, and the other way round), and moves the log
+   records linked to it;
+3. rebuilds each touched group once (``build.build_trace``), validates it leniently and
+   replaces the stored trace: same id, evals and first-seen time kept, delete and insert in the
+   same transaction, through the ingest service's row builder (``prepare``).
+
+A reader thread takes batches off the pipe while the main thread writes, so under load the
+next transaction takes everything that arrived meanwhile (group commit). At end of input
+(the receiver stopping, or gone) everything received is written, then the process exits.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from agent_replay.errors import AgentReplayError
+from agent_replay.services.ingest import prepare
+from agent_replay.services.otel.build import Group, build_trace, otel_trace_group, trace_id_for
+from agent_replay.services.otel.writer import (
+    COUNTERS,
+    FRAME_HEADER,
+    Log,
+    WriterStats,
+    write_error_log,
+)
+from agent_replay.store.db import DB_ERRORS, Store, open_store
+from agent_replay.store.mapping import EVAL_COLUMNS, TRACE_COLUMNS, TraceRows
+from agent_replay.store.writes import execute, insert_trace_rows
+from agent_replay.trace.io import dumps, loads
+from agent_replay.trace.validate import validate_trace
+
+_CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
+_SPAN_COLUMNS = ("otel_trace_id", "span_id", "group_key", "received_ms", "data")
+_LOG_COLUMNS = ("record_key", "otel_trace_id", "session_key", "group_key", "received_ms", "data")
+_CREATED = TRACE_COLUMNS.index("created_at_ms")
+_STARTED_MS = TRACE_COLUMNS.index("started_at_ms")
+_STARTED = TRACE_COLUMNS.index("started_at")
+
+
+def _select_in(store: Store, sql: str, keys: list[str]) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` (with one ``IN ({})``) for every key, chunk by chunk."""
+    out: list[tuple[Any, ...]] = []
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        out.extend(tuple(row) for row in execute(store, sql.format(marks), chunk).fetchall())
+    return out
+
+
+def insert_many(
+    store: Store, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *, verb: str
+) -> None:
+    """``executemany`` of rows into a staging table (``INSERT OR IGNORE``: keys decide)."""
+    from agent_replay.store import writes
+
+    if "IGNORE" in verb.upper():  # the store layer's portable form (ON CONFLICT DO NOTHING)
+        writes.insert_ignore_many(store, table, columns, rows)
+    else:
+        writes.insert_many(store, table, columns, rows)
+
+
+class BatchWriter:
+    """Stage items and keep their traces built, one batch (one transaction) at a time.
+
+    Args:
+        db_file: the store's database file.
+        log: where problems are reported (one line each).
+        error_log: where tracebacks of unexpected build failures go.
+    """
+
+    def __init__(self, db_file: Path, *, log: Log, error_log: Path | None = None) -> None:
+        self.db_file = db_file
+        self.log = log
+        self.error_log = error_log
+        self.stats = WriterStats()
+        self.trace_ids: list[str] = []
+        """Ids of the traces rebuilt since the last report."""
+
+    def open(self, stopping: Callable[[], bool]) -> Store | None:
+        """The store, opened (retried with backoff until ``stopping``: then ``None``)."""
+        delay = 0.1
+        while True:
+            try:
+                store = open_store(self.db_file)
+                # Statement journals (an insert into a table with foreign keys keeps one, a
+                # page image per page it touches) and temporary b-trees stay in memory: on
+                # disk they were most of this process's system calls.
+                if store.is_sqlite:  # (a PostgreSQL team store has no such pragma)
+                    execute(store, "PRAGMA temp_store = MEMORY")
+                return store
+            except AgentReplayError as exc:
+                self.stats.write_errors += 1
+                self.log(f"cannot open the store: {exc.message}; retrying")
+                if stopping():
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def write_with_retry(
+        self,
+        store: Store,
+        spans: list[dict[str, Any]],
+        logs: list[dict[str, Any]],
+        now_ms: int,
+        stopping: Callable[[], bool],
+        texts: dict[int, str] | None = None,
+    ) -> None:
+        """Write a batch; a database error (a lock held past the busy timeout, a full disk)
+        is retried with backoff, since the items were already acknowledged to the exporter."""
+        delay = 0.1
+        attempts = 0
+        while True:
+            try:
+                self.write_batch(store, spans, logs, now_ms, texts)
+                return
+            except DB_ERRORS as exc:
+                attempts += 1
+                self.stats.write_errors += 1
+                self.log(f"store write failed ({exc}); retrying {len(spans) + len(logs)} items")
+                if stopping() and attempts >= 5:
+                    self.log(f"gave up on {len(spans)} spans and {len(logs)} log records")
+                    return
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    # --- one batch ------------------------------------------------------------------------------
+
+    def write_batch(
+        self,
+        store: Store,
+        spans: list[dict[str, Any]],
+        logs: list[dict[str, Any]],
+        now_ms: int,
+        texts: dict[int, str] | None = None,
+    ) -> None:
+        """Stage a batch and rebuild the traces it touches, in one transaction; ``now_ms``
+        stamps staged items and new traces. ``texts`` (by ``id`` of the item) holds the items'
+        JSON as received, staged as it is instead of encoding each item again."""
+        texts = texts or {}
+        with store.write():
+            groups: dict[str, None] = {}
+            known: dict[str, list[dict[str, Any]]] = {}
+            span_groups = self._stage_spans(store, spans, now_ms, groups, known, texts)
+            self._stage_logs(store, logs, now_ms, groups, span_groups, texts)
+            self._rebuild(store, list(groups), known, now_ms)
+        self.stats.batches += 1
+
+    def _stage_spans(
+        self,
+        store: Store,
+        spans: list[dict[str, Any]],
+        now_ms: int,
+        groups: dict[str, None],
+        known: dict[str, list[dict[str, Any]]],
+        texts: dict[int, str],
+    ) -> dict[str, str]:
+        """Insert the new spans, regroup their OTel traces, move linked log records; returns
+        the group of each OTel trace seen (for the log records of this batch)."""
+        incoming: dict[str, dict[str, dict[str, Any]]] = {}
+        for span in spans:  # a span twice in one batch (a retry that caught up) counts once
+            incoming.setdefault(span["trace_id"], {}).setdefault(span["span_id"], span)
+        if not incoming:
+            return {}
+        stored: dict[str, list[tuple[str, str, str]]] = {}
+        for row in _select_in(
+            store,
+            "SELECT otel_trace_id, span_id, group_key, data FROM otel_spans "
+            "WHERE otel_trace_id IN ({})",
+            list(incoming),
+        ):
+            stored.setdefault(row[0], []).append((row[1], row[2], row[3]))
+        rows: list[tuple[Any, ...]] = []
+        span_groups: dict[str, str] = {}
+        moves: list[tuple[str, str]] = []
+        for trace_id, items in incoming.items():
+            present = stored.get(trace_id, [])
+            seen = {span_id for span_id, _, _ in present}
+            fresh = [item for span_id, item in items.items() if span_id not in seen]
+            old = {group for _, group, _ in present}
+            if not fresh:
+                span_groups[trace_id] = next(iter(old))
+                continue
+            everything = [loads(data) for _, _, data in present] + fresh
+            group = otel_trace_group(trace_id, everything)
+            span_groups[trace_id] = group
+            rows.extend(
+                (trace_id, item["span_id"], group, now_ms, texts.get(id(item)) or dumps(item))
+                for item in fresh
+            )
+            groups.update(dict.fromkeys(sorted(old)))
+            groups[group] = None
+            if old - {group}:
+                moves.append((group, trace_id))
+            if group == f"t:{trace_id}":
+                known[group] = everything  # the whole group: no need to read it again
+        insert_many(store, "otel_spans", _SPAN_COLUMNS, rows, verb="INSERT OR IGNORE")
+        self.stats.spans_staged += len(rows)
+        for group, trace_id in moves:
+            execute(
+                store,
+                "UPDATE otel_spans SET group_key = ? WHERE otel_trace_id = ?",
+                [group, trace_id],
+            )
+        # Log records that arrived before their spans (or were linked to another group).
+        touched = [trace_id for trace_id, _, _, _, _ in rows]
+        for trace_id, group in _select_in(
+            store,
+            "SELECT DISTINCT otel_trace_id, group_key FROM otel_logs WHERE otel_trace_id IN ({})",
+            list(dict.fromkeys(touched)),
+        ):
+            if group != span_groups[trace_id]:
+                if group:
+                    groups[group] = None
+                groups[span_groups[trace_id]] = None
+                execute(
+                    store,
+                    "UPDATE otel_logs SET group_key = ? WHERE otel_trace_id = ?",
+                    [span_groups[trace_id], trace_id],
+                )
+        return span_groups
+
+    def _stage_logs(
+        self,
+        store: Store,
+        logs: list[dict[str, Any]],
+        now_ms: int,
+        groups: dict[str, None],
+        span_groups: dict[str, str],
+        texts: dict[int, str],
+    ) -> None:
+        """Insert the new log records into their groups: their span's group when that span's
+        OTel trace is known, else their session's, else their OTel trace's (where the spans
+        will land when they come)."""
+        if not logs:
+            return
+        linked = {r["trace_id"] for r in logs if r.get("trace_id")} - set(span_groups)
+        span_groups = dict(span_groups)
+        for trace_id, group in _select_in(
+            store,
+            "SELECT otel_trace_id, MIN(group_key) FROM otel_spans WHERE otel_trace_id IN ({}) "
+            "GROUP BY otel_trace_id",
+            list(linked),
+        ):
+            span_groups[trace_id] = group
+        present = {
+            row[0]
+            for row in _select_in(
+                store,
+                "SELECT record_key FROM otel_logs WHERE record_key IN ({})",
+                list({r["key"] for r in logs}),
+            )
+        }
+        rows: list[tuple[Any, ...]] = []
+        for record in logs:
+            if record["key"] in present:
+                continue
+            present.add(record["key"])
+            trace_id = record.get("trace_id")
+            group = (
+                span_groups.get(trace_id or "")
+                or record.get("session_key")
+                or (f"t:{trace_id}" if trace_id else None)
+            )
+            if group is None:
+                continue  # nothing to attach it to
+            rows.append(
+                (
+                    record["key"],
+                    trace_id,
+                    record.get("session_key"),
+                    group,
+                    now_ms,
+                    texts.get(id(record)) or dumps(record),
+                )
+            )
+            groups[group] = None
+        insert_many(store, "otel_logs", _LOG_COLUMNS, rows, verb="INSERT OR IGNORE")
+        self.stats.logs_staged += len(rows)
+
+    def _rebuild(
+        self,
+        store: Store,
+        groups: list[str],
+        known: dict[str, list[dict[str, Any]]],
+        now_ms: int,
+    ) -> None:
+        """Rebuild each group's trace and replace the stored versions."""
+        spans: dict[str, list[dict[str, Any]]] = {k: list(v) for k, v in known.items()}
+        for key, data in _select_in(
+            store,
+            "SELECT group_key, data FROM otel_spans WHERE group_key IN ({})",
+            [g for g in groups if g not in known],
+        ):
+            spans.setdefault(key, []).append(loads(data))
+        logs: dict[str, list[dict[str, Any]]] = {}
+        for key, data in _select_in(
+            store, "SELECT group_key, data FROM otel_logs WHERE group_key IN ({})", groups
+        ):
+            logs.setdefault(key, []).append(loads(data))
+        built: list[TraceRows] = []
+        gone: list[str] = []
+        for key in groups:
+            trace_id = trace_id_for(key)
+            try:
+                data = build_trace(Group(key, spans.get(key, []), logs.get(key, [])))
+                if data is None:
+                    gone.append(trace_id)
+                    continue
+                validated = validate_trace(data, lenient=True)
+                self.stats.warnings += len(validated.warnings)
+                rows = prepare(
+                    validated.trace,
+                    created_ms=now_ms,
+                    source_format="otlp",
+                    otel_trace_id=key[2:] if key.startswith("t:") else None,
+                )
+            except (AgentReplayError, ValueError, TypeError, KeyError, OverflowError) as exc:
+                # A producer's data the builder can't handle: keep it staged (a later item
+                # may complete it), record the problem, build the other groups.
+                self.stats.build_errors += 1
+                self.report(f"cannot build the trace of {key}: {type(exc).__name__}: {exc}")
+                continue
+            built.append(rows)
+        self._replace(store, built, gone)
+        self.stats.traces_rebuilt += len(built)
+        self.trace_ids.extend(rows.trace[0] for rows in built)
+
+    def _replace(self, store: Store, built: list[TraceRows], gone: list[str]) -> None:
+        """Delete the previous versions and insert the new ones, keeping each stored trace's
+        first-seen time and its evals (they belong to the trace, not to one build of it)."""
+        ids = [rows.trace[0] for rows in built]
+        previous = {
+            row[0]: int(row[1])
+            for row in _select_in(
+                store, "SELECT id, created_at_ms FROM traces WHERE id IN ({})", ids
+            )
+        }
+        evals: dict[str, list[tuple[Any, ...]]] = {}
+        if previous:
+            names = ", ".join(EVAL_COLUMNS)
+            for row in _select_in(
+                store, f"SELECT {names} FROM evals WHERE trace_id IN ({{}})", list(previous)
+            ):
+                evals.setdefault(row[1], []).append(tuple(row))
+        stale = [*previous, *gone]
+        for start in range(0, len(stale), _CHUNK):
+            chunk = stale[start : start + _CHUNK]
+            execute(store, f"DELETE FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+        for rows in built:
+            created = previous.get(rows.trace[0])
+            if created is not None:
+                row = list(rows.trace)
+                row[_CREATED] = created
+                if row[_STARTED] is None:
+                    row[_STARTED_MS] = created
+                rows.trace = tuple(row)
+                rows.evals = evals.get(rows.trace[0], [])
+        insert_trace_rows(store, built)
+
+    def report(self, line: str) -> None:
+        """Report a problem: one line to the log, the current traceback to the error log."""
+        self.log(line)
+        write_error_log(self.error_log, line, traceback.format_exc())
+
+
+# --- the process --------------------------------------------------------------------------------
+
+
+LINGER_ITEMS = 1_000
+"""A batch this big is written at once; a smaller one waits (up to ``LINGER_S``) for more."""
+LINGER_S = 0.02
+
+
+@dataclass
+class _Frame:
+    seq: int
+    received_ms: int
+    spans: int
+    logs: int
+    body: bytes
+
+
+class _Inbox:
+    """Batches read off the pipe by a thread of their own, taken by the writing thread."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.cond = threading.Condition()
+        self.frames: deque[_Frame] = deque()
+        self.closed = False
+        self.thread = threading.Thread(target=self._read, name="otel-writer-inbox", daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        size = FRAME_HEADER.size
+        try:
+            while True:
+                header = self.stream.read(size)
+                if len(header) < size:
+                    return
+                length, seq, received_ms, spans, logs = FRAME_HEADER.unpack(header)
+                body = self.stream.read(length)
+                if len(body) < length:
+                    return
+                with self.cond:
+                    self.frames.append(_Frame(seq, received_ms, spans, logs, body))
+                    self.cond.notify_all()
+        except (OSError, ValueError):
+            return
+        finally:
+            with self.cond:
+                self.closed = True
+                self.cond.notify_all()
+
+    def _waiting(self) -> int:
+        return sum(frame.spans + frame.logs for frame in self.frames)
+
+    def is_closed(self) -> bool:
+        with self.cond:
+            return self.closed
+
+    def take(self, limit: int) -> list[_Frame]:
+        """The batches waiting (at least one, up to ``limit`` items); none at end of input.
+
+        A transaction has a fixed cost (its queries, the commit) worth more than a hundred
+        items, so when fewer than ``LINGER_ITEMS`` are waiting this waits up to ``LINGER_S``
+        for more: a few milliseconds of latency instead of a transaction per request.
+        """
+        with self.cond:
+            self.cond.wait_for(lambda: self.frames or self.closed)
+            if not self.closed and self._waiting() < LINGER_ITEMS:
+                deadline = time.monotonic() + LINGER_S
+                while not self.closed and self._waiting() < LINGER_ITEMS:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self.cond.wait(left)
+            taken: list[_Frame] = []
+            size = 0
+            while self.frames and (not taken or size < limit):
+                frame = self.frames.popleft()
+                taken.append(frame)
+                size += frame.spans + frame.logs
+            return taken
+
+
+class _Reports:
+    """One JSON line per report on the private copy of stdout."""
+
+    def __init__(self, out: IO[bytes], writer: BatchWriter, lines: list[str]) -> None:
+        self.out = out
+        self.writer = writer
+        self.lines = lines
+        self.sent = {name: 0 for name in COUNTERS}
+
+    def send(self, seq: int | None, *, lost: bool = False, ready: bool = False) -> None:
+        stats = self.writer.stats
+        counts = {}
+        for name in COUNTERS:
+            value = getattr(stats, name)
+            if value != self.sent[name]:
+                counts[name] = value - self.sent[name]
+                self.sent[name] = value
+        report: dict[str, Any] = {"seq": seq, "counts": counts}
+        if self.writer.trace_ids:
+            report["trace_ids"] = self.writer.trace_ids
+        if self.lines:
+            report["log"] = list(self.lines)
+        if lost:
+            report["lost"] = True
+        if ready:
+            report["ready"] = True
+        self.out.write(orjson.dumps(report) + b"\n")
+        self.out.flush()
+        self.writer.trace_ids = []
+        self.lines.clear()
+
+
+def main(config: dict[str, Any]) -> None:
+    """Write what arrives on stdin until it ends (see the module docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the receiver decides when writing stops
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray print must not corrupt the reports
+    # Many short-lived acyclic dicts (spans, steps): collect less often, as `otel serve` does.
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
+    lines: list[str] = []
+    error_log = config.get("error_log")
+    from agent_replay.store.db import is_db_url
+
+    target = config["db_file"]  # a file, or a team store's URL (which Path would mangle)
+    writer = BatchWriter(
+        target if is_db_url(target) else Path(target),
+        log=lines.append,
+        error_log=Path(error_log) if error_log else None,
+    )
+    reports = _Reports(out, writer, lines)
+    inbox = _Inbox(sys.stdin.buffer)
+
+    def note_failures() -> bool:
+        if lines:
+            reports.send(None)
+        return inbox.is_closed()
+
+    store = writer.open(note_failures)
+    if store is None:
+        reports.send(None)
+        return
+    reports.send(None, ready=True)
+    batch_items = int(config.get("batch_items") or 20_000)
+    try:
+        while True:
+            frames = inbox.take(batch_items)
+            if not frames:
+                return
+            spans: list[dict[str, Any]] = []
+            logs: list[dict[str, Any]] = []
+            texts: dict[int, str] = {}
+            loads = orjson.loads
+            for frame in frames:
+                lines = frame.body.split(b"\n")
+                for index, line in enumerate(lines[: frame.spans + frame.logs]):
+                    item = loads(line)
+                    texts[id(item)] = line.decode()
+                    (spans if index < frame.spans else logs).append(item)
+            now_ms = max(frame.received_ms for frame in frames)
+            lost = False
+            try:
+                writer.write_with_retry(store, spans, logs, now_ms, inbox.is_closed, texts)
+            except Exception as exc:  # a bug: report it, keep writing the next batches
+                writer.stats.write_errors += 1
+                writer.report(
+                    f"cannot write {len(spans)} span(s) and {len(logs)} log record(s): "
+                    f"{type(exc).__name__}: {exc}"
+                )
+                lost = True
+            reports.send(frames[-1].seq, lost=lost)
+    finally:
+        store.close()

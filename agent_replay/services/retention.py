@@ -1,0 +1,131 @@
+"""Retention: ``delete`` named traces, ``prune`` old ones, then give the space back.
+
+Everything attached to a trace goes with it (``store/retention``), and so do the OTLP
+receiver's staged spans it was built from, so a late span never brings a deleted trace back.
+``prune`` never takes a ``running`` trace unless asked for that status: a long session's trace
+started long ago and is still being written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_replay.store.db import Store
+from agent_replay.store.queries import resolve_trace_id
+from agent_replay.store.retention import (
+    DeleteCounts,
+    Reclaimed,
+    count_attached,
+    delete_otel_groups,
+    delete_traces,
+    otel_group_keys,
+    reclaim_space,
+)
+from agent_replay.store.transfer import trace_ids
+from agent_replay.store.writes import execute
+
+BATCH = 500
+
+
+@dataclass
+class RetentionReport:
+    """What a delete or prune removed (or, in a dry run, would remove)."""
+
+    ids: list[str] = field(default_factory=list)
+    counts: DeleteCounts = field(default_factory=DeleteCounts)
+    dry_run: bool = False
+    reclaimed: Reclaimed | None = None
+    cutoff_ms: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "ids": self.ids,
+            "counts": self.counts.to_json(),
+            "reclaimed": self.reclaimed.to_json() if self.reclaimed else None,
+        }
+
+
+def resolve_ids(store: Store, refs: Sequence[str]) -> list[str]:
+    """Full ids for ids or unique prefixes, all resolved before anything is deleted.
+
+    Raises:
+        NotFoundError, AmbiguousIdError: as ``resolve_trace_id``.
+    """
+    return list(dict.fromkeys(resolve_trace_id(store, ref) for ref in refs))
+
+
+def prunable(
+    store: Store,
+    *,
+    before_ms: int,
+    statuses: Sequence[str] = (),
+    keep_tags: Sequence[str] = (),
+) -> list[str]:
+    """Ids of the traces started before ``before_ms`` (oldest first) that ``prune`` takes:
+    of these statuses (any but ``running`` when none is given), without any of these tags."""
+    where = ["t.started_at_ms < ?"]
+    params: list[Any] = [before_ms]
+    if statuses:
+        where.append(f"t.status IN ({', '.join(['?'] * len(statuses))})")
+        params.extend(statuses)
+    else:
+        where.append("t.status <> 'running'")
+    if keep_tags:
+        marks = ", ".join(["?"] * len(keep_tags))
+        where.append(
+            f"NOT EXISTS (SELECT 1 FROM tags g WHERE g.trace_id = t.id AND g.tag IN ({marks}))"
+        )
+        params.extend(keep_tags)
+    return trace_ids(store, " AND ".join(where), params)
+
+
+def remove(
+    store: Store,
+    ids: Sequence[str],
+    *,
+    dry_run: bool = False,
+    reclaim: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> RetentionReport:
+    """Delete these traces (everything attached, their staged OTLP items), then reclaim.
+
+    Args:
+        dry_run: count what would go; delete nothing.
+        progress: called with (traces deleted, traces to delete) after each batch.
+    """
+    report = RetentionReport(ids=list(ids), dry_run=dry_run)
+    if dry_run:
+        report.counts = count_attached(store, ids)
+        return report
+    groups = _otel_groups(store, ids)
+    for start in range(0, len(ids), BATCH):
+        report.counts.add(delete_traces(store, ids[start : start + BATCH]))
+        if progress is not None:
+            progress(min(start + BATCH, len(ids)), len(ids))
+    if groups:
+        delete_otel_groups(store, groups)
+    if reclaim and ids:
+        report.reclaimed = reclaim_space(store)
+    return report
+
+
+def _otel_groups(store: Store, ids: Sequence[str]) -> list[str]:
+    """The staging groups the OTLP receiver built these traces from (if any came from it)."""
+    built = set()
+    for start in range(0, len(ids), BATCH):
+        chunk = list(ids[start : start + BATCH])
+        marks = ", ".join(["?"] * len(chunk))
+        rows = execute(
+            store,
+            f"SELECT id FROM traces WHERE id IN ({marks}) AND source_format = 'otlp'",
+            chunk,
+        ).fetchall()
+        built.update(str(r[0]) for r in rows)
+    if not built:
+        return []
+    from agent_replay.services.otel.nodes import trace_id_for
+
+    return [key for key in otel_group_keys(store) if trace_id_for(key) in built]

@@ -1,0 +1,195 @@
+"""Removing traces and giving the space back.
+
+Deleting a trace row removes everything attached to it: its steps, tags, evaluations, push
+digest, and through the steps its decisions and snapshots (``ON DELETE CASCADE``, with foreign
+keys on in every SQLite connection); the search index follows through its triggers (SQLite)
+or with the rows (PostgreSQL). Forks of a deleted trace are traces of their own and stay.
+
+Space: SQLite keeps freed pages in the file. A store created by this build has
+``auto_vacuum=INCREMENTAL``, so ``PRAGMA incremental_vacuum`` hands them back at once; an
+older store is converted with one ``VACUUM`` when enough is free to be worth it (a rewrite of
+the file, after which the search index is rebuilt: ``VACUUM`` may renumber the rowids it is
+keyed by). PostgreSQL reuses dead rows by itself; ``VACUUM (ANALYZE)`` makes them reusable now
+and refreshes the planner's statistics.
+
+A store module: no services, Textual or Rich.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent_replay.store.db import DB_ERRORS, Store
+from agent_replay.store.writes import execute
+
+_CHUNK = 500
+VACUUM_FREE_SHARE = 0.25
+"""A store without incremental auto-vacuum is rewritten (``VACUUM``) when at least this share
+of its pages is free..."""
+VACUUM_FREE_BYTES = 4 * 1024 * 1024
+"""...and at least this much."""
+
+ATTACHED = ("steps", "decisions", "snapshots", "evals", "tags")
+"""What goes with a trace, as counted in ``DeleteCounts``."""
+
+
+@dataclass
+class DeleteCounts:
+    """Rows removed (or that would be): traces and what was attached to them."""
+
+    traces: int = 0
+    steps: int = 0
+    decisions: int = 0
+    snapshots: int = 0
+    evals: int = 0
+    tags: int = 0
+
+    def add(self, other: DeleteCounts) -> None:
+        for name in ("traces", *ATTACHED):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def to_json(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in ("traces", *ATTACHED)}
+
+
+def count_attached(store: Store, ids: Sequence[str]) -> DeleteCounts:
+    """How many rows these traces would take with them."""
+    counts = DeleteCounts()
+    for start in range(0, len(ids), _CHUNK):
+        chunk = list(ids[start : start + _CHUNK])
+        marks = ", ".join(["?"] * len(chunk))
+        row = execute(
+            store,
+            f"SELECT (SELECT COUNT(*) FROM traces WHERE id IN ({marks})), "
+            + ", ".join(
+                f"(SELECT COUNT(*) FROM {table} WHERE trace_id IN ({marks}))" for table in ATTACHED
+            ),
+            chunk * (1 + len(ATTACHED)),
+        ).fetchone()
+        counts.add(DeleteCounts(*(int(v) for v in row)))
+    return counts
+
+
+def delete_traces(store: Store, ids: Sequence[str]) -> DeleteCounts:
+    """Delete these traces and everything attached, in one transaction per chunk of ids.
+
+    Returns:
+        What was removed.
+    """
+    counts = DeleteCounts()
+    for start in range(0, len(ids), _CHUNK):
+        chunk = list(ids[start : start + _CHUNK])
+        marks = ", ".join(["?"] * len(chunk))
+        with store.write():
+            counts.add(count_attached(store, chunk))
+            execute(store, f"DELETE FROM traces WHERE id IN ({marks})", chunk)
+    return counts
+
+
+def delete_otel_groups(store: Store, group_keys: Sequence[str]) -> int:
+    """Drop the OTLP receiver's staged spans and log records of these groups (so a deleted
+    trace is not rebuilt from them when a late span arrives). Returns the rows removed."""
+    removed = 0
+    for start in range(0, len(group_keys), _CHUNK):
+        chunk = list(group_keys[start : start + _CHUNK])
+        marks = ", ".join(["?"] * len(chunk))
+        with store.write():
+            for table in ("otel_spans", "otel_logs"):
+                cursor = execute(store, f"DELETE FROM {table} WHERE group_key IN ({marks})", chunk)
+                removed += max(0, int(cursor.rowcount or 0))
+    return removed
+
+
+def otel_group_keys(store: Store) -> list[str]:
+    """Every group key staged by the OTLP receiver (an index scan)."""
+    rows = execute(
+        store,
+        "SELECT DISTINCT group_key FROM otel_spans UNION "
+        "SELECT DISTINCT group_key FROM otel_logs WHERE group_key IS NOT NULL",
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+@dataclass
+class Reclaimed:
+    """What giving space back did."""
+
+    method: str
+    """``incremental_vacuum``, ``vacuum``, ``vacuum_analyze`` or ``none``."""
+    bytes_before: int | None = None
+    """The database file's size (SQLite only)."""
+    bytes_after: int | None = None
+
+    @property
+    def freed(self) -> int | None:
+        if self.bytes_before is None or self.bytes_after is None:
+            return None
+        return max(0, self.bytes_before - self.bytes_after)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+            "bytes_freed": self.freed,
+        }
+
+
+def reclaim_space(store: Store, *, full: bool = False) -> Reclaimed:
+    """Give the space of deleted rows back (see the module docstring).
+
+    Args:
+        full: rewrite a SQLite store that has no incremental auto-vacuum even when little is
+            free (and convert it, so later reclaims are incremental).
+    """
+    if not store.is_sqlite:
+        try:
+            store.db.execute_sql(
+                "VACUUM (ANALYZE) traces, steps, decisions, snapshots, evals, tags, push_digests"
+            )
+        except DB_ERRORS:  # not the tables' owner: autovacuum will do it
+            return Reclaimed("none")
+        return Reclaimed("vacuum_analyze")
+    before = _file_bytes(store)
+
+    def pragma(name: str) -> int:
+        return int(store.db.execute_sql(f"PRAGMA {name}").fetchone()[0])
+
+    mode = pragma("auto_vacuum")
+    free_pages = pragma("freelist_count")
+    page_size = pragma("page_size")
+    method = "none"
+    if mode == 2:  # incremental
+        if free_pages:
+            # executescript steps the pragma to the end: Python's execute() steps it once,
+            # which frees one page.
+            store.db.connection().executescript("PRAGMA incremental_vacuum;")
+            method = "incremental_vacuum"
+    else:
+        total = max(1, pragma("page_count"))
+        free_bytes = free_pages * page_size
+        if full or (free_pages / total >= VACUUM_FREE_SHARE and free_bytes >= VACUUM_FREE_BYTES):
+            from agent_replay.store.migrations import rebuild_search_index
+
+            store.db.execute_sql("PRAGMA auto_vacuum = INCREMENTAL")
+            store.db.execute_sql("VACUUM")
+            with store.write():
+                rebuild_search_index(store.db)
+            method = "vacuum"
+    if method != "none":
+        store.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    return Reclaimed(method, before, _file_bytes(store))
+
+
+def _file_bytes(store: Store) -> int | None:
+    if store.path is None:
+        return None
+    total = 0
+    for suffix in ("", "-wal"):
+        try:
+            total += store.path.with_name(store.path.name + suffix).stat().st_size
+        except OSError:
+            pass
+    return total

@@ -1,0 +1,338 @@
+"""Full-text search on both backends: what is indexed (names, inputs, outputs, errors of traces
+and steps), the query language (words, "phrases", prefix*), ranking, the matching step and its
+snippet, filters, the index following every write, and the trace list's free-text filter."""
+
+from __future__ import annotations
+
+import random
+import string
+from typing import Any
+
+import pytest
+
+from agent_replay.clock import FixedClock
+from agent_replay.services.ingest import ingest_trace
+from agent_replay.services.recorder import TraceRecorder
+from agent_replay.store.db import Store
+from agent_replay.store.queries import TraceFilter, list_traces
+from agent_replay.store.search import cut_snippet, fts5_query, parse_search, search, tsquery
+from agent_replay.store.writes import execute
+
+
+def ids(results: list[Any]) -> list[str]:
+    return [r.trace.id for r in results]
+
+
+@pytest.fixture
+def corpus(store: Store) -> Store:
+    """Three traces: a refund bot that failed on a connection, a travel bot, a SQL agent."""
+    ingest_trace(
+        store,
+        {
+            "id": "trc_refund",
+            "agent_name": "support-bot",
+            "status": "failed",
+            "started_at": "2026-01-03T10:00:00Z",
+            "input": {"question": "Where is my refund for order 7?"},
+            "error": "ECONNREFUSED calling api.payments.example.com",
+            "tags": ["prod"],
+            "steps": [
+                {"step_number": 1, "step_type": "thought", "name": "plan", "output": "look up"},
+                {
+                    "step_number": 2,
+                    "step_type": "tool_call",
+                    "name": "lookup_order",
+                    "input": {"order_id": 7},
+                    "output": {"status": "shipped", "note": "line one\nrefund pending"},
+                },
+                {
+                    "step_number": 3,
+                    "step_type": "tool_call",
+                    "name": "issue_refund",
+                    "input": {"order_id": 7},
+                    "error": "connection refused by the payments gateway",
+                },
+            ],
+        },
+    )
+    ingest_trace(
+        store,
+        {
+            "id": "trc_travel",
+            "agent_name": "travel-agent",
+            "status": "completed",
+            "started_at": "2026-01-02T10:00:00Z",
+            "input": "book a flight to Lisbon",
+            "steps": [
+                {
+                    "step_number": 1,
+                    "step_type": "tool_call",
+                    "name": "search_flights",
+                    "output": "3 flights found; refund policy: none",
+                },
+            ],
+        },
+    )
+    ingest_trace(
+        store,
+        {
+            "id": "trc_sql",
+            "agent_name": "analytics-sql-agent",
+            "status": "completed",
+            "started_at": "2026-01-01T10:00:00Z",
+            "session_id": "sess-42",
+            "steps": [
+                {
+                    "step_number": 1,
+                    "step_type": "llm_call",
+                    "name": "write_query",
+                    "output": "SELECT region, SUM(amount) FROM orders GROUP BY region",
+                },
+            ],
+        },
+    )
+    return store
+
+
+# --- the query language --------------------------------------------------------------------
+
+
+def test_queries_split_like_the_index() -> None:
+    """Words fold case; punctuation splits a token into a phrase; quotes make a phrase; a
+    trailing star makes a prefix."""
+    terms = parse_search('Refund "Order 7" api.example.com canc*')
+    assert [(t.words, t.prefix) for t in terms] == [
+        (("refund",), False),
+        (("order", "7"), False),
+        (("api", "example", "com"), False),
+        (("canc",), True),
+    ]
+    assert fts5_query(terms) == '"refund" AND "order 7" AND "api example com" AND "canc"*'
+    assert tsquery(terms) == (
+        "('refund') & ('order' <-> '7') & ('api' <-> 'example' <-> 'com') & ('canc':*)"
+    )
+    assert parse_search("% -- !!") == []
+
+
+def test_a_query_without_words_finds_nothing(corpus: Store) -> None:
+    assert search(corpus, "%%") == []
+    assert search(corpus, "nosuchword") == []
+
+
+# --- what is found ---------------------------------------------------------------------------
+
+
+def test_words_in_step_outputs_errors_and_trace_fields_are_found(corpus: Store) -> None:
+    assert ids(search(corpus, "shipped")) == ["trc_refund"]  # a step output (JSON)
+    assert ids(search(corpus, "gateway")) == ["trc_refund"]  # a step error
+    assert ids(search(corpus, "Lisbon")) == ["trc_travel"]  # the trace input
+    assert ids(search(corpus, "ses")) == []  # words, not substrings
+    assert ids(search(corpus, "sess-42")) == ["trc_sql"]  # the session id
+    assert set(ids(search(corpus, "refund"))) == {"trc_refund", "trc_travel"}
+
+
+def test_every_word_must_appear_in_one_place(corpus: Store) -> None:
+    """Words AND together within a step (or within the trace's own fields)."""
+    assert ids(search(corpus, "refund pending")) == ["trc_refund"]
+    assert ids(search(corpus, "flights Lisbon")) == []  # one in a step, one in the trace
+
+
+def test_json_escapes_do_not_glue_words(corpus: Store) -> None:
+    """A newline inside a JSON string is stored as backslash-n; "line one\\nrefund" still has
+    the word "refund" (and no word "nrefund")."""
+    (hit,) = search(corpus, '"one refund"')
+    assert hit.hits[0].step_number == 2
+    assert search(corpus, "nrefund") == []
+
+
+def test_phrases_prefixes_and_punctuation(corpus: Store) -> None:
+    assert ids(search(corpus, '"connection refused"')) == ["trc_refund"]
+    assert ids(search(corpus, '"refused connection"')) == []
+    assert ids(search(corpus, "lookup_order")) == ["trc_refund"]  # name words: lookup, order
+    assert ids(search(corpus, "api.payments.example.com")) == ["trc_refund"]
+    assert ids(search(corpus, "gate*")) == ["trc_refund"]
+    assert ids(search(corpus, "gate")) == []
+
+
+def test_the_matching_step_and_a_snippet(corpus: Store) -> None:
+    (result,) = search(corpus, "gateway")
+    (hit,) = result.hits
+    assert (hit.step_number, hit.step_type, hit.name, hit.field) == (
+        3,
+        "tool_call",
+        "issue_refund",
+        "error",
+    )
+    assert hit.snippet == "connection refused by the payments gateway"
+    (span,) = hit.highlights
+    assert hit.snippet[span[0] : span[1]] == "gateway"
+    assert result.matches == 1
+    data = result.to_json()
+    assert data["id"] == "trc_refund" and data["agent_name"] == "support-bot"
+    assert data["search"]["hits"][0]["step_number"] == 3
+
+
+def test_a_trace_level_match_has_no_step(corpus: Store) -> None:
+    (result,) = search(corpus, "Lisbon")
+    (hit,) = result.hits
+    assert (hit.step_number, hit.field, hit.snippet) == (None, "input", "book a flight to Lisbon")
+
+
+def test_name_matches_rank_first(store: Store) -> None:
+    """A word in a step's name weighs more than the same word in a payload."""
+    for trace_id, step in (
+        ("trc_body", {"name": "step", "output": "deploy the service now please"}),
+        ("trc_name", {"name": "deploy", "output": "the service now please"}),
+    ):
+        ingest_trace(
+            store,
+            {
+                "id": trace_id,
+                "agent_name": "a",
+                "steps": [{"step_number": 1, "step_type": "tool_call", **step}],
+            },
+        )
+    for n in range(6):  # enough documents for bm25's idf to tell the two apart
+        ingest_trace(store, {"agent_name": "filler", "input": f"nothing relevant {n}"})
+    assert ids(search(store, "deploy")) == ["trc_name", "trc_body"]
+
+
+def test_best_matching_steps_come_first_and_are_capped(store: Store) -> None:
+    steps = [
+        {"step_number": n, "step_type": "thought", "output": "alpha " + "beta " * (n % 3)}
+        for n in range(1, 8)
+    ]
+    ingest_trace(store, {"id": "trc_many", "agent_name": "a", "steps": steps})
+    (result,) = search(store, "alpha", per_trace=3)
+    assert result.matches == 7 and len(result.hits) == 3
+    scores = [hit.score for hit in result.hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_filters_narrow_the_results(corpus: Store) -> None:
+    assert ids(search(corpus, "refund", TraceFilter(status="completed"))) == ["trc_travel"]
+    assert ids(search(corpus, "refund", TraceFilter(tag="prod"))) == ["trc_refund"]
+    assert search(corpus, "refund", TraceFilter(agent="analytics-sql-agent")) == []
+    assert len(search(corpus, "refund", limit=1)) == 1
+
+
+# --- the index follows every write -----------------------------------------------------------
+
+
+def test_the_index_follows_recorder_writes(store: Store) -> None:
+    rec = TraceRecorder(store, clock=FixedClock(__import__("datetime").datetime(2026, 1, 1)))
+    trace = rec.start_trace("bot", input="start here")
+    n = rec.start_step(trace, "tool_call", "fetch", input={"url": "x"}, call_id="c1")
+    assert search(store, "zebra") == []
+    rec.end_step(trace, call_id="c1", output="a zebra appeared")
+    assert ids(search(store, "zebra")) == [trace]
+    rec.end_trace(trace, error="stopped by zebra")
+    (result,) = search(store, "zebra")
+    assert result.matches == 2  # the step and the trace itself
+    with store.write():
+        execute(
+            store,
+            "UPDATE steps SET output = ? WHERE trace_id = ? AND step_number = ?",
+            ['"a horse"', trace, n],
+        )
+    assert [h.step_number for h in search(store, "zebra")[0].hits] == [None]
+    assert ids(search(store, "horse")) == [trace]
+    with store.write():
+        execute(store, "DELETE FROM traces WHERE id = ?", [trace])
+    assert search(store, "horse") == [] and search(store, "zebra") == []
+
+
+def test_a_huge_payload_is_indexed_and_stored(store: Store) -> None:
+    """PostgreSQL's tsvector holds at most 1 MB: the head of a huge payload is indexed and the
+    row is stored whole (SQLite indexes all of it)."""
+    rng = random.Random(7)
+    words = ["".join(rng.choices(string.ascii_lowercase, k=8)) for _ in range(250_000)]
+    text = "needle " + " ".join(words)  # ~2.2 MB of distinct words
+    trace = ingest_trace(
+        store,
+        {"agent_name": "a", "steps": [{"step_number": 1, "step_type": "output", "output": text}]},
+    )
+    assert ids(search(store, "needle")) == [trace.id]
+    stored = execute(store, "SELECT output FROM steps WHERE trace_id = ?", [trace.id])
+    assert len(stored.fetchone()[0]) == len(text) + 2
+
+
+def test_diacritics_fold_on_sqlite(store: Store, backend: str) -> None:
+    """SQLite folds diacritics (héllo = hello); PostgreSQL's simple configuration does not."""
+    ingest_trace(store, {"id": "trc_e", "agent_name": "a", "input": "héllo wörld"})
+    assert ids(search(store, "héllo")) == ["trc_e"]
+    assert ids(search(store, "hello")) == (["trc_e"] if backend == "sqlite" else [])
+
+
+# --- the trace list's free text ----------------------------------------------------------------
+
+
+def listed(store: Store, text: str) -> list[str]:
+    return [item.id for item in list_traces(store, TraceFilter(text=text)).items]
+
+
+def test_the_list_filter_uses_the_index_with_prefixes(corpus: Store) -> None:
+    assert listed(corpus, "gate") == ["trc_refund"]  # a step's error, as a prefix
+    assert listed(corpus, "analytics") == ["trc_sql"]  # the agent name
+    assert listed(corpus, "travel") == ["trc_travel"]
+    assert listed(corpus, "refund") == ["trc_refund", "trc_travel"]  # newest first, as listed
+    assert listed(corpus, "refund lisb") == []  # every word, in one place
+    assert listed(corpus, "%") == []
+
+
+def test_the_list_filter_matches_id_prefixes(corpus: Store) -> None:
+    assert listed(corpus, "trc_trav") == ["trc_travel"]
+    assert listed(corpus, "sq") == ["trc_sql"]  # trc_ is implied, as in resolve_trace_id
+
+
+# --- snippets ----------------------------------------------------------------------------------
+
+
+def test_snippets_cut_around_the_first_match_on_one_line() -> None:
+    text = "x" * 300 + " the needle\nis here " + "y" * 300
+    field, snippet, spans = cut_snippet([("output", text)], parse_search("needle"))
+    assert field == "output"
+    assert snippet.startswith("…") and snippet.endswith("…")
+    assert "\n" not in snippet and len(snippet) <= 122
+    (span,) = spans
+    assert snippet[span[0] : span[1]] == "needle"
+
+
+def test_snippets_prefer_the_field_with_more_words() -> None:
+    terms = parse_search("alpha beta")
+    fields = [("name", "alpha"), ("output", "alpha and beta"), ("error", None)]
+    assert cut_snippet(fields, terms)[:2] == ("output", "alpha and beta")
+
+
+@pytest.mark.sqlite_only
+def test_the_sqlite_queue_folds_every_change_into_the_index(store: Store) -> None:
+    """Writers only queue rows; a search folds the queue in. Rows inserted, updated several
+    times, deleted, and a rowid reused, all between two searches, leave an index that agrees
+    with the rows (FTS5's integrity check) and finds exactly what is stored."""
+    rec = TraceRecorder(store)
+    trace = rec.start_trace("bot", input="alpha")
+    first = rec.step(trace, {"step_type": "thought", "output": "bravo"})
+    assert ids(search(store, "bravo")) == [trace]  # caught up: queue empty
+    assert execute(store, "SELECT COUNT(*) FROM search_queue").fetchone()[0] == 0
+    second = rec.start_step(trace, "tool_call", "charlie", call_id="c")
+    rec.end_step(trace, call_id="c", output="delta")
+    with store.write():
+        for word in ("echo", "foxtrot"):
+            execute(
+                store,
+                "UPDATE steps SET output = ? WHERE trace_id = ? AND step_number = ?",
+                [f'"{word}"', trace, first],
+            )
+    rec.end_trace(trace, output="golf")
+    queued = execute(store, "SELECT kind, old_body IS NOT NULL FROM search_queue ORDER BY 1")
+    assert sorted(tuple(r) for r in queued.fetchall()) == [("s", 0), ("s", 1), ("t", 1)]
+    assert search(store, "bravo") == [] and search(store, "echo") == []
+    assert [h.step_number for h in search(store, "foxtrot")[0].hits] == [first]
+    assert [h.step_number for h in search(store, "charlie delta")[0].hits] == [second]
+    assert [h.step_number for h in search(store, "golf alpha")[0].hits] == [None]
+    with store.write():  # the last step goes, and a new one may take its rowid
+        execute(store, "DELETE FROM steps WHERE trace_id = ? AND step_number = ?", [trace, second])
+    rec.step(trace, {"step_type": "output", "output": "hotel"})
+    assert search(store, "charlie") == [] and ids(search(store, "hotel")) == [trace]
+    store.db.execute_sql("INSERT INTO steps_fts (steps_fts, rank) VALUES ('integrity-check', 0)")
+    store.db.execute_sql("INSERT INTO traces_fts (traces_fts, rank) VALUES ('integrity-check', 0)")
