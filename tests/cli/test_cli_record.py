@@ -19,10 +19,7 @@ import pytest
 Cli = Any  # the `cli` fixture: cli(*args) -> Result(code, out, err)
 Proc = Any  # the `proc` fixture: proc(*args, input=...) -> CompletedProcess
 
-HARNESS = Path("/work/shared/fixtures/harness")
-_here = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
-if _here.is_dir():
-    HARNESS = _here
+HARNESS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
 
 HEAVY = ("textual", "rich", "anthropic", "openai", "google")
 

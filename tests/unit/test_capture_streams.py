@@ -18,8 +18,6 @@ from agent_replay.store.queries import get_trace
 from agent_replay.trace.models import Trace
 
 HARNESS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
-if not HARNESS.is_dir():  # the project checked out elsewhere: the fixtures' usual home
-    HARNESS = Path("/work/shared/fixtures/harness")
 CODEX = HARNESS / "codex" / "plain" / "exec-json.jsonl"
 GEMINI = [HARNESS / "gemini-cli" / p / "stream-json.jsonl" for p in ("plain", "otel")]
 CLAUDE = HARNESS / "claude-code" / "plain" / "stream-json.jsonl"
