@@ -8,7 +8,8 @@ What runs:
    OpenInference, OpenLLMetry, openai-v2; protobuf, JSON and gzip-compressed JSON), cycled, each
    copy with fresh trace and span ids (so every request is new data, built into new traces).
    All bodies are made before timing.
-2. For 1 and 4 concurrent clients (threads, one keep-alive connection each), ``--runs`` times:
+2. For 1 and 4 concurrent clients (threads, one keep-alive connection each, speaking HTTP/1.1
+   by hand unless ``--client http.client``: see ``CLIENT``), ``--runs`` times:
    - ours: the real CLI, ``agent-replay otel serve --port 0`` in a fresh store (it announces
      itself once its writer process is up); the clients post every request; "accepted" is
      spans / time until the last response; "landed" is spans / time until the store holds
@@ -24,8 +25,8 @@ What runs:
 After every run of ours the store is checked: every accepted span staged, one trace per
 OTel trace id. Medians are reported.
 
-Run by hand: ``.venv/bin/python bench/otlp.py [--runs 3] [--cycles 200]``. Exits 1 when the
-landed rate misses the goal or an accepted span is missing.
+Run by hand: ``.venv/bin/python bench/otlp.py [--runs 3] [--cycles 200] [--client raw]``.
+Exits 1 when the landed rate misses the goal or an accepted span is missing.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import sqlite3
 import statistics
 import subprocess
@@ -211,6 +213,13 @@ def stop(process: subprocess.Popen[str]) -> str:
 # --- clients ----------------------------------------------------------------------------------
 
 
+CLIENT = "raw"
+"""How the clients speak HTTP: ``raw`` (default), a minimal HTTP/1.1 exchange over a socket
+(each request's bytes made before timing, the response read by its ``Content-Length``), so
+the load generator takes little of the CPU the server under test shares with it; or
+``http.client``, the stdlib client (about 100 µs of client CPU a request here)."""
+
+
 def post_all(
     host: str, port: int, requests: list[tuple[bytes, dict[str, str]]], clients: int
 ) -> tuple[float, float, list[int]]:
@@ -220,16 +229,17 @@ def post_all(
     barrier = threading.Barrier(clients + 1)
 
     def client(share: list[tuple[bytes, dict[str, str]]]) -> None:
-        connection = http.client.HTTPConnection(host, port, timeout=120)
-        connection.connect()
-        mine = []
-        barrier.wait()
-        for body, headers in share:
-            connection.request("POST", "/v1/traces", body=body, headers=headers)
-            response = connection.getresponse()
-            response.read()
-            mine.append(response.status)
-        connection.close()
+        mine = _post_raw(host, port, share, barrier) if CLIENT == "raw" else []
+        if CLIENT != "raw":
+            connection = http.client.HTTPConnection(host, port, timeout=120)
+            connection.connect()
+            barrier.wait()
+            for body, headers in share:
+                connection.request("POST", "/v1/traces", body=body, headers=headers)
+                response = connection.getresponse()
+                response.read()
+                mine.append(response.status)
+            connection.close()
         with lock:
             statuses.extend(mine)
 
@@ -243,6 +253,48 @@ def post_all(
     for thread in threads:
         thread.join()
     return began, time.perf_counter(), statuses
+
+
+def _post_raw(
+    host: str, port: int, share: list[tuple[bytes, dict[str, str]]], barrier: threading.Barrier
+) -> list[int]:
+    """POST each request on one keep-alive connection, HTTP/1.1 by hand; the statuses."""
+    messages = []
+    for body, headers in share:
+        head = f"POST /v1/traces HTTP/1.1\r\nHost: {host}:{port}\r\nAccept-Encoding: identity\r\n"
+        for name, value in headers.items():
+            head += f"{name}: {value}\r\n"
+        messages.append(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    sock = socket.create_connection((host, port), timeout=120)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    statuses = []
+    pending = b""
+    barrier.wait()
+    try:
+        for message in messages:
+            sock.sendall(message)
+            while b"\r\n\r\n" not in pending:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("the server closed the connection")
+                pending += chunk
+            head, _, pending = pending.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            statuses.append(int(lines[0].split()[1]))
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            while len(pending) < length:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("the server closed the connection")
+                pending += chunk
+            pending = pending[length:]
+    finally:
+        sock.close()
+    return statuses
 
 
 def landed(db_file: Path) -> tuple[int, int]:
@@ -442,7 +494,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cycles", type=int, default=200, help="copies of each payload")
+    parser.add_argument(
+        "--client",
+        choices=("raw", "http.client"),
+        default="raw",
+        help="how the clients speak HTTP (see CLIENT)",
+    )
     args = parser.parse_args()
+    global CLIENT
+    CLIENT = args.client
 
     requests, spans, traces = make_requests(args.cycles)
     print(f"python: {sys.executable} ({sys.version.split()[0]})")
@@ -451,6 +511,7 @@ def main() -> int:
         f"payloads of fixtures/otlp, fresh ids each: {spans} spans, {traces} OTel traces"
     )
     print(f"{args.runs} runs each; every store checked for {spans} spans and {traces} traces")
+    print(f"clients: {args.client}")
     print()
     results: dict[int, list[tuple[Run, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="otlp-bench-") as tmp:

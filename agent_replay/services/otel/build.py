@@ -157,13 +157,11 @@ def _trace(
         session = session or semconv.session_id(span["attributes"], span.get("resource"))
     if session is None and group.key.startswith("s:"):
         session = group.key.split(":", 2)[2]
-    starts = [n.start_ns for n in ordered if n.start_ns]
-    ends = [n.end_ns or n.start_ns for n in ordered if n.end_ns or n.start_ns]
     if root is not None:
         start_ns, end_ns = root.get("start_ns") or 0, root.get("end_ns") or 0
     else:
-        start_ns = min(starts, default=0)
-        end_ns = max(ends, default=0)
+        start_ns = min((n.start_ns for n in ordered if n.start_ns), default=0)
+        end_ns = max((n.end_ns or n.start_ns for n in ordered if n.end_ns or n.start_ns), default=0)
 
     top = [s for s, n in zip(steps, ordered, strict=True) if n.parent is None]
     llm_steps = [s for s in steps if s["step_type"] == "llm_call"]

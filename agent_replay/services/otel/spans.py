@@ -216,10 +216,10 @@ def top_agent_span(spans: list[dict[str, Any]]) -> dict[str, Any] | None:
 def link_tool_calls(asm: Assembly) -> None:
     """A tool step is caused by the LLM step whose output requested its call id."""
     requested: dict[str, Node] = {}
-    for node in sorted(asm.nodes.values(), key=lambda n: (n.start_ns, n.key)):
-        if node.step["step_type"] == "llm_call":
-            for call_id in requested_tool_calls(node.step.get("output")):
-                requested.setdefault(call_id, node)
+    llm_nodes = [n for n in asm.nodes.values() if n.step["step_type"] == "llm_call"]
+    for node in sorted(llm_nodes, key=lambda n: (n.start_ns, n.key)):  # the earliest wins
+        for call_id in requested_tool_calls(node.step.get("output")):
+            requested.setdefault(call_id, node)
     if not requested:
         return
     for node in asm.nodes.values():

@@ -308,7 +308,8 @@ class BatchWriter:
         now_ms: int,
     ) -> None:
         """Rebuild each group's trace and replace the stored versions."""
-        spans: dict[str, list[dict[str, Any]]] = {k: list(v) for k, v in known.items()}
+        # The groups read below are the others: the lists of ``known`` are never added to.
+        spans: dict[str, list[dict[str, Any]]] = dict(known)
         for key, data in _select_in(
             store,
             "SELECT group_key, data FROM otel_spans WHERE group_key IN ({})",
@@ -415,19 +416,32 @@ class _Inbox:
         self.thread.start()
 
     def _read(self) -> None:
+        """Read whatever the pipe holds (up to 1 MiB a call) and cut it into batches: under
+        load, one system call and one hand-over to the writing thread for many requests."""
+        fd = self.stream.fileno()
         size = FRAME_HEADER.size
+        buffer = bytearray()
         try:
             while True:
-                header = self.stream.read(size)
-                if len(header) < size:
-                    return
-                length, seq, received_ms, spans, logs = FRAME_HEADER.unpack(header)
-                body = self.stream.read(length)
-                if len(body) < length:
-                    return
-                with self.cond:
-                    self.frames.append(_Frame(seq, received_ms, spans, logs, body))
-                    self.cond.notify_all()
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    return  # end of input: a batch cut short is one its sender never finished
+                buffer += chunk
+                frames = []
+                start = 0
+                while len(buffer) - start >= size:
+                    length, seq, received_ms, spans, logs = FRAME_HEADER.unpack_from(buffer, start)
+                    end = start + size + length
+                    if len(buffer) < end:
+                        break
+                    body = bytes(buffer[start + size : end])
+                    frames.append(_Frame(seq, received_ms, spans, logs, body))
+                    start = end
+                del buffer[:start]
+                if frames:
+                    with self.cond:
+                        self.frames.extend(frames)
+                        self.cond.notify_all()
         except (OSError, ValueError):
             return
         finally:
