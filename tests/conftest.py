@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agent_replay.clock import FixedClock
-from agent_replay.store.db import Store, ensure_database
+from agent_replay.store.db import Store, ensure_database, mask_url
 
 PG_ENV = "AGENT_REPLAY_TEST_PG"
 BOTH_DIRS = ("tests/unit/",)
@@ -62,6 +62,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 _PG_STATE: dict[str, str | None] = {}
+_PG_SKIP = "PostgreSQL variant:"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Report every PostgreSQL variant skipped for want of a server at one place, so ``-ra``
+    folds them into a single line with the reason instead of one line per test."""
+    outcome = yield
+    report = outcome.get_result()
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and _PG_SKIP in str(longrepr[2]):
+        where = os.path.relpath(__file__, item.config.rootpath)
+        report.longrepr = (where, pg_server.__code__.co_firstlineno, longrepr[2])
 
 
 def pg_server(config: pytest.Config) -> str:
@@ -71,7 +84,7 @@ def pg_server(config: pytest.Config) -> str:
         reason = None
         if url is None:
             reason = (
-                f"PostgreSQL variant: no server given (set {PG_ENV}=postgresql://USER@HOST:PORT/DB "
+                f"{_PG_SKIP} no server given (set {PG_ENV}=postgresql://USER@HOST:PORT/DB "
                 "or pass --pg URL)"
             )
         else:
@@ -81,7 +94,7 @@ def pg_server(config: pytest.Config) -> str:
                 psycopg2.connect(url, connect_timeout=5).close()
             except Exception as exc:  # noqa: BLE001 - any failure is the skip reason
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                reason = f"PostgreSQL variant: the server at {url} is not reachable: {first}"
+                reason = f"{_PG_SKIP} the server at {mask_url(url)} is not reachable: {first}"
         _PG_STATE["url"] = url
         _PG_STATE["reason"] = reason
     reason = _PG_STATE["reason"]
@@ -135,6 +148,7 @@ def store_url(
             _admin(server, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         except Exception:  # noqa: BLE001 - a leftover schema is harmless; never fail teardown
             pass
+
 
 FIXED_NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 

@@ -1,12 +1,14 @@
 """Ordered, recorded, one-way schema migrations.
 
 Each migration is a named function applied once, recorded in ``_migrations``, all pending ones
-inside a single ``BEGIN IMMEDIATE`` transaction (so two processes opening a new store at once
-never both migrate). A store that records a migration this build does not know was written by a
-newer agent-replay and is refused. Never edit a shipped migration: add a new one.
+inside a single ``BEGIN IMMEDIATE`` transaction (PostgreSQL: a transaction holding the store's
+write lock), so two processes opening a new store at once never both migrate. A store that
+records a migration this build does not know was written by a newer agent-replay and is
+refused. Never edit a shipped migration: add a new one.
 
 The DDL is frozen SQL in the portable subset SQLite and PostgreSQL share, so the schema's history
-does not move when ``models.py`` changes.
+does not move when ``models.py`` changes. Where the two differ (an auto-increment key, the search
+index, the arrival sequence), a migration branches on the backend (``_is_sqlite``).
 """
 
 from __future__ import annotations

@@ -325,15 +325,19 @@ def _matches(
     return out
 
 
+_JSON_SPACE = re.compile(r"\\[nrt]")
+
+
 def _text(value: Any) -> str | None:
-    """A payload as the text a person would search: a string as is, anything else as JSON."""
+    """A payload as the text a person would search: a string as is, anything else as compact
+    JSON with its whitespace escapes shown as spaces (a snippet is one line anyway)."""
     if value is None:
         return None
     if isinstance(value, str):
         return value
     from agent_replay.trace.io import dumps
 
-    return dumps(value)
+    return _JSON_SPACE.sub(" ", dumps(value)).replace('\\"', '"')
 
 
 def _fold(word: str) -> str:

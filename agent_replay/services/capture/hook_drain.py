@@ -76,6 +76,12 @@ class _Targets:
                     log_error(self.store_dir, f"payloads stay spooled: {message}")
         return self.stores[url]
 
+    def down(self, url: str, store: Store | None) -> None:
+        """Give up on this store for the rest of the drain (its payloads stay spooled)."""
+        if store is not None:
+            store.close()
+        self.stores[url] = None
+
     def close(self) -> None:
         for store in self.stores.values():
             if store is not None:
@@ -98,37 +104,51 @@ def drain(
     clock = clock or SystemClock()
     report = report if report is not None else DrainReport()
     targets = _Targets(store_dir)
-    after = 0  # rows left for an unreachable store are skipped, not read again
     try:
+        # Passes over the inbox in id order, skipping (not re-reading) rows left for an
+        # unreachable store, until all that is left is such rows. A new pass picks up rows
+        # queued meanwhile under a reused id (the rowid restarts low once the inbox empties).
         while True:
-            rows = execute(
-                store,
-                "SELECT id, received_ms, payload, options FROM hook_inbox WHERE id > ? "
-                "ORDER BY id LIMIT ?",
-                [after, BATCH],
-            ).fetchall()
-            if not rows:
+            stuck = _drain_pass(store, targets, clock, store_dir, report)
+            if pending_count(store) <= stuck:
+                report.stuck = stuck
                 return report.done
-            after = int(rows[-1][0])
-            local: list[Any] = []
-            spooled: dict[str, list[Any]] = {}
-            for row in rows:
-                url = _options(row).get("db_url")
-                if url:
-                    spooled.setdefault(str(url), []).append(row)
-                else:
-                    local.append(row)
-            if local:
-                _apply_local(store, local, clock, store_dir, report)
-            for url, batch in spooled.items():
-                target = targets.get(url)
-                if target is None:
-                    report.stuck += len(batch)
-                    continue
-                _deliver(store, target, batch, clock, store_dir, report)
     finally:
         report.unreachable.update(targets.errors)
         targets.close()
+
+
+def _drain_pass(
+    store: Store, targets: _Targets, clock: Clock, store_dir: Path | None, report: DrainReport
+) -> int:
+    """One pass over the inbox; returns how many payloads it left for unreachable stores."""
+    after = 0
+    stuck = 0
+    while True:
+        rows = execute(
+            store,
+            "SELECT id, received_ms, payload, options FROM hook_inbox WHERE id > ? "
+            "ORDER BY id LIMIT ?",
+            [after, BATCH],
+        ).fetchall()
+        if not rows:
+            return stuck
+        after = int(rows[-1][0])
+        local: list[Any] = []
+        spooled: dict[str, list[Any]] = {}
+        for row in rows:
+            url = _options(row).get("db_url")
+            if url:
+                spooled.setdefault(str(url), []).append(row)
+            else:
+                local.append(row)
+        if local:
+            _apply_local(store, local, clock, store_dir, report)
+        for url, batch in spooled.items():
+            target = targets.get(url)
+            if target is None or not _deliver(store, target, batch, clock, store_dir, report):
+                targets.down(url, target)
+                stuck += len(batch)
 
 
 def _options(row: Any) -> dict[str, Any]:
@@ -177,9 +197,10 @@ def _deliver(
     clock: Clock,
     store_dir: Path | None,
     report: DrainReport,
-) -> None:
+) -> bool:
     """Spooled payloads for a database-URL store: recorded there with their receipts in one
-    transaction, then removed from the local inbox. A lost connection leaves them spooled."""
+    transaction, then removed from the local inbox. A lost connection leaves them spooled
+    (returns ``False``)."""
     now_ms = int(clock.now().timestamp() * 1000)
     try:
         with target.write():
@@ -216,16 +237,16 @@ def _deliver(
                 [now_ms - RECEIPT_DAYS * 86_400_000],
             )
     except DB_ERRORS as exc:
-        report.stuck += len(rows)
         report.unreachable[target.label] = str(exc).strip().splitlines()[0] if str(exc) else ""
         if store_dir is not None:
             log_error(store_dir, f"payloads stay spooled for {target.label}: {exc}")
-        return
+        return False
     with inbox.write():
         for row in rows:
             execute(inbox, "DELETE FROM hook_inbox WHERE id = ?", [row[0]])
     report.done += len(rows)
     report.delivered += len(rows)
+    return True
 
 
 def _connection_lost(store: Store) -> bool:

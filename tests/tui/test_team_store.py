@@ -1,0 +1,42 @@
+"""The app on a team (PostgreSQL) store: the same screens over the same services. Runs on
+SQLite and PostgreSQL (``both_backends``; see tests/conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.widgets import DataTable
+from tuikit import CLOCK, SIZE, settle
+
+from agent_replay.services.demo import load_demo
+from agent_replay.store.db import Store
+
+pytestmark = pytest.mark.both_backends
+
+
+def _ids(app: Any) -> list[str]:
+    table = app.screen.query_one("#trace-table", DataTable)
+    return [str(key.value) for key in table.rows]
+
+
+async def test_the_trace_list_and_its_free_text_filter(store: Store, tui: Any) -> None:
+    """The demo pushed to a team store lists the same; free text uses the search index."""
+    load_demo(store, CLOCK)
+    app = tui(store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert len(_ids(app)) == 5
+        await pilot.press("slash", *"refund", "enter")
+        await settle(pilot)
+        assert _ids(app) == ["trc_demo1ungrounded"]
+        await pilot.press("escape")
+        await settle(pilot)
+
+
+async def test_a_timeline_opens(store: Store, tui: Any) -> None:
+    load_demo(store, CLOCK)
+    app = tui(store, initial_trace="trc_demo2toolchain")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert type(app.screen).__name__ == "TimelineScreen"
