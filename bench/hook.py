@@ -4,8 +4,8 @@ Budget (DESIGN.md, "Performance budgets"): a ``hook`` invocation's wall time is 
 bare ``python -c "import sqlite3, json"`` start in the same interpreter.
 
 Setup (not measured): a project folder with a current store in ``.agent-replay/`` (made by
-``agent-replay init``), and a real payload from the shared fixtures (Claude Code's PreToolUse
-and PostToolUse of ``ls -la``, ``shared/fixtures/harness/claude-code/plain``), given a fresh
+``agent-replay init``), and a real payload from the real captures (Claude Code's PreToolUse
+and PostToolUse of ``ls -la``, ``tests/fixtures/harness/claude-code/plain``), given a fresh
 ``tool_use_id`` for every call.
 
 Measured (wall time of whole subprocesses; median of ``--runs``, at least 30, after one
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "harness" / "claude-code" / "plain" / "hooks"
+FIXTURE = ROOT / "tests" / "fixtures" / "harness" / "claude-code" / "plain" / "hooks"
 PYCACHE = Path("/tmp/agent-replay-bench/pycache")
 START = "import sqlite3, json"
 GOAL = 3.0

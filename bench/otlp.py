@@ -4,7 +4,7 @@ Budget (DESIGN.md, "Performance budgets"): at least 5,000 spans/s landed in the 
 every accepted span landing.
 
 What runs:
-1. Requests: the trace payloads of ``shared/fixtures/otlp`` (GenAI current and deprecated forms,
+1. Requests: the trace payloads of ``tests/fixtures/otlp`` (GenAI current and deprecated forms,
    OpenInference, OpenLLMetry, openai-v2; protobuf, JSON and gzip-compressed JSON), cycled, each
    copy with fresh trace and span ids (so every request is new data, built into new traces).
    All bodies are made before timing.
@@ -52,7 +52,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 GOAL_SPANS_PER_S = 5_000
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "otlp"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "otlp"
 PYCACHE = Path("/tmp/agent-replay-bench/pycache")
 LISTENING = re.compile(r"listening on http://(\S+):(\d+) ")
 

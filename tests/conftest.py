@@ -65,16 +65,31 @@ _PG_STATE: dict[str, str | None] = {}
 _PG_SKIP = "PostgreSQL variant:"
 
 
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Report every PostgreSQL variant skipped for want of a server at one place, so ``-ra``
-    folds them into a single line with the reason instead of one line per test."""
+    """The one skip policy: a test skips only for a missing external service (PostgreSQL),
+    with the reason, and under ``CI=true`` nothing skips. Any other skip is turned into a
+    failure naming it, so a missing fixture can never hide a test.
+
+    PostgreSQL skips are reported at one place, so ``-ra`` folds them into a single line with
+    the reason instead of one line per test."""
     outcome = yield
     report = outcome.get_result()
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
     longrepr = report.longrepr
-    if report.skipped and isinstance(longrepr, tuple) and _PG_SKIP in str(longrepr[2]):
+    reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+    if _PG_SKIP in reason and not _in_ci():
         where = os.path.relpath(__file__, item.config.rootpath)
-        report.longrepr = (where, pg_server.__code__.co_firstlineno, longrepr[2])
+        report.longrepr = (where, pg_server.__code__.co_firstlineno, reason)
+        return
+    report.outcome = "failed"
+    why = "under CI=true nothing skips" if _in_ci() else "tests skip only for PostgreSQL"
+    report.longrepr = f"skipped ({why}): {reason}"
 
 
 def pg_server(config: pytest.Config) -> str:
@@ -99,7 +114,7 @@ def pg_server(config: pytest.Config) -> str:
         _PG_STATE["reason"] = reason
     reason = _PG_STATE["reason"]
     if reason is not None:
-        if os.environ.get("CI", "").lower() == "true":
+        if _in_ci():
             pytest.fail(f"{reason} (required under CI=true)", pytrace=False)
         pytest.skip(reason)
     url = _PG_STATE["url"]

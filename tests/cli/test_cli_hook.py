@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS as FIXTURES
 
 from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count
 from agent_replay.store.db import Store, open_store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
 PROMPT_EVENT = {
     "session_id": "sess-cli-1",
     "transcript_path": "/home/u/.claude/projects/p/sess-cli-1.jsonl",
@@ -164,7 +164,6 @@ sys.stderr.write(f"exit={{code}} heavy={{heavy}}")
 """
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/fixtures not present")
 def test_the_fast_path_imports_nothing_heavy(store: Store, store_dir: Path) -> None:
     """A real hook run (payload queued, detached drainer started) into a current store."""
     line = (FIXTURES / "claude-code" / "plain" / "hooks" / "PreToolUse.jsonl").read_text()

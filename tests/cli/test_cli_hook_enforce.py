@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS as FIXTURES
 
 from agent_replay.clock import SystemClock
 from agent_replay.services.capture.hook_drain import drain_with_lock
@@ -21,9 +22,6 @@ from agent_replay.services.guard.store import add_policy
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/fixtures not present")
 
 HARNESSES = {
     "claude": ("claude-code/plain", "PreToolUse", "Bash"),

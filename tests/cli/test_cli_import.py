@@ -1,4 +1,4 @@
-"""``agent-replay import``: every real transcript and rollout in the shared fixtures through the
+"""``agent-replay import``: every real transcript and rollout in tests/fixtures through the
 command, re-import skipping, the summary and ``--json``, exit codes, headless imports, and flat
 memory on a large transcript."""
 
@@ -14,15 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS
 
 Cli = Callable[..., Any]
 
-HARNESS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
-
 
 def harness() -> Path:
-    if not HARNESS.is_dir():
-        pytest.skip(f"shared fixtures not found at {HARNESS} (clone shared/ beside the repo)")
     return HARNESS
 
 

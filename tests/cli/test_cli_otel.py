@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from captures import FIXTURES
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 LISTENING = re.compile(r"listening on http://(\S+):(\d+) ")
 
 

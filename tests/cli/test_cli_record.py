@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS
 
 Cli = Any  # the `cli` fixture: cli(*args) -> Result(code, out, err)
 Proc = Any  # the `proc` fixture: proc(*args, input=...) -> CompletedProcess
 
-HARNESS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
 
 HEAVY = ("textual", "rich", "anthropic", "openai", "google")
 
@@ -154,8 +154,6 @@ def test_stream_formats(
     proc: Proc, cli: Cli, fmt: str, fixture: str, agent: str, steps: int
 ) -> None:
     source = HARNESS / fixture
-    if not source.is_file():
-        pytest.skip("shared fixtures not found")
     result = proc("record", "--format", fmt, input=source.read_text())
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -212,8 +210,6 @@ def test_record_runs_without_importing_tui_or_ai_sdks(
         path.write_text(BASIC)
     else:
         path = HARNESS / source
-        if not path.is_file():
-            pytest.skip("shared fixtures not found")
     with path.open("rb") as stdin:
         result = subprocess.run(
             [sys.executable, "-c", CHECK.format(argv=argv, heavy=HEAVY)],

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from captures import FIXTURES
+
 from agent_replay.services.otel.server import OtelReceiver
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 OTLP = FIXTURES / "otlp"
 HARNESS = FIXTURES / "harness"
 JSON = "application/json"

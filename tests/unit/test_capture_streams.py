@@ -1,4 +1,4 @@
-"""Stream formats replayed from the real captures in the shared fixtures (``codex exec --json``,
+"""Stream formats replayed from the real captures in tests/fixtures (``codex exec --json``,
 ``gemini -p --output-format stream-json``, ``claude -p --output-format stream-json``): the
 resulting trace's steps, inputs, outputs, tokens, and the failed ``cat does_not_exist.txt``."""
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS
 
 from agent_replay.services.capture.events import EventEngine, FdReader, finish, pump
 from agent_replay.services.capture.streams import make_sink, shell_failure
@@ -17,13 +18,11 @@ from agent_replay.store.db import Store
 from agent_replay.store.queries import get_trace
 from agent_replay.trace.models import Trace
 
-HARNESS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
 CODEX = HARNESS / "codex" / "plain" / "exec-json.jsonl"
 GEMINI = [HARNESS / "gemini-cli" / p / "stream-json.jsonl" for p in ("plain", "otel")]
 CLAUDE = HARNESS / "claude-code" / "plain" / "stream-json.jsonl"
 CLAUDE_SUBAGENT = HARNESS / "claude-code" / "subagent" / "stream-json.jsonl"
 
-pytestmark = pytest.mark.skipif(not HARNESS.is_dir(), reason="shared fixtures not found")
 
 FAILED_CAT = "cat: does_not_exist.txt: No such file or directory"
 

@@ -178,7 +178,7 @@ def test_rerun_obeys_the_budget(fake: FakeAI, traces: dict, clock: Any) -> None:
 
 def test_the_rerun_becomes_the_forks_step(fake: FakeAI, traces: dict, clock: Any, store) -> None:
     """A fork at step 5 with the rerun applied is a valid trace whose step 5 is the new reply."""
-    fork_service = pytest.importorskip("agent_replay.services.fork")
+    from agent_replay.services import fork as fork_service
     from agent_replay.services.ingest import ingest_trace
     from agent_replay.store.queries import trace_json
 
@@ -201,7 +201,8 @@ def test_the_rerun_becomes_the_forks_step(fake: FakeAI, traces: dict, clock: Any
 
 def test_explain_divergence_of_the_regressed_run(fake: FakeAI, traces: dict, clock: Any) -> None:
     """The good and the regressed analytics runs: one call, the model's account parsed."""
-    diff_service = pytest.importorskip("agent_replay.services.diff")
+    from agent_replay.services import diff as diff_service
+
     diff = diff_service.diff_traces(traces["trc_demo4goodrun"], traces["trc_demo5regressed"])
     settings = resolve_ai(config_for(fake, "google"), env={})
     explanation = explain_divergence(diff, settings, clock=clock, budget=Budget(0.05))
@@ -217,7 +218,8 @@ def test_explain_divergence_of_the_regressed_run(fake: FakeAI, traces: dict, clo
 
 
 def test_explain_divergence_obeys_the_budget(fake: FakeAI, traces: dict, clock: Any) -> None:
-    diff_service = pytest.importorskip("agent_replay.services.diff")
+    from agent_replay.services import diff as diff_service
+
     diff = diff_service.diff_traces(traces["trc_demo4goodrun"], traces["trc_demo5regressed"])
     settings = resolve_ai(config_for(fake, "anthropic"), env={})
     with pytest.raises(BudgetExceeded, match="divergence explanation"):

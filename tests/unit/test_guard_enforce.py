@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS as FIXTURES
 
 from agent_replay.services.capture.hook_drain import drain
 from agent_replay.services.guard.decide import evaluate, failure
@@ -20,9 +20,6 @@ from agent_replay.services.guard.verdict import is_blocked
 from agent_replay.store.db import Store
 from agent_replay.store.queries import step_dicts
 from agent_replay.store.writes import execute
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/fixtures not present")
 
 PRE_TOOL_FILES = {
     "claude": ["claude-code/plain", "claude-code/otel", "claude-code/subagent"],
@@ -45,7 +42,6 @@ def evaluation_of(action: str, description: str = "Listing is off limits."):
 # --- detection -----------------------------------------------------------------------------
 
 
-@needs_fixtures
 @pytest.mark.parametrize(
     ("harness", "folder"), [(h, f) for h, folders in PRE_TOOL_FILES.items() for f in folders]
 )
@@ -176,7 +172,6 @@ def trace_steps(store: Store) -> list[dict[str, Any]]:
     return step_dicts(store, trace_id)
 
 
-@needs_fixtures
 def test_a_denied_call_is_recorded_with_its_guard_check(store: Store, clock, quiet) -> None:
     add(store, clock, "no-listing", "deny", {"input_contains": "ls -la"})
     payload = payloads("claude-code/plain")[0]
@@ -201,7 +196,6 @@ def test_a_denied_call_is_recorded_with_its_guard_check(store: Store, clock, qui
     assert is_blocked(guard) and not is_blocked(tool)
 
 
-@needs_fixtures
 def test_no_input_keeps_the_arguments_out_of_the_guard_check(store: Store, clock, quiet) -> None:
     add(store, clock, "warn-listing", "warn", {"input_contains": "ls -la"}, description="Lists.")
     enforce(payloads("codex/plain")[0], no_input=True)
@@ -212,7 +206,6 @@ def test_no_input_keeps_the_arguments_out_of_the_guard_check(store: Store, clock
     assert not is_blocked(guard) and tool["error"] is None
 
 
-@needs_fixtures
 def test_a_subagents_blocked_call_nests_its_guard_check_beside_the_call(
     store: Store, clock, quiet
 ) -> None:

@@ -1,7 +1,7 @@
 """Claude Code hooks: every captured payload replayed through ``agent-replay hook`` (the real
 fast path: queued in the inbox, then drained), and the trace it leaves.
 
-The captures (``shared/fixtures/harness/claude-code/{plain,subagent,otel}``) are a real
+The captures (``tests/fixtures/harness/claude-code/{plain,subagent,otel}``) are a real
 ``claude -p`` session: list the directory, read notes.txt, write summary.txt, then a failing
 ``cat does_not_exist.txt``, and a final answer (the subagent capture delegates to an Agent).
 """
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS as FIXTURES
 
 from agent_replay.entry import main
 from agent_replay.services.capture.hook_drain import drain_with_lock
@@ -24,9 +25,6 @@ from agent_replay.services.capture.hooks import NO_RESULT, detect_dialect
 from agent_replay.store.db import Store, open_store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/fixtures not present")
 
 PROMPT = (
     "List the files in this directory, read notes.txt, write a short summary.txt, then check "

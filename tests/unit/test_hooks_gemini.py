@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS as FIXTURES
 
 from agent_replay.entry import main
 from agent_replay.services.capture.hook_drain import drain_with_lock
@@ -20,9 +21,6 @@ from agent_replay.services.capture.hooks_gemini import NO_RESPONSE, tool_error
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness"
-pytestmark = pytest.mark.skipif(not FIXTURES.is_dir(), reason="shared/fixtures not present")
 
 PROMPT = (
     "List the files in this directory, read notes.txt, write a short summary.txt, then check "

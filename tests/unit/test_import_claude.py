@@ -1,4 +1,4 @@
-"""Importing Claude Code transcripts: every real transcript in the shared fixtures (plain, otel,
+"""Importing Claude Code transcripts: every real transcript in tests/fixtures (plain, otel,
 subagent), then hand-built transcripts for what the fixtures don't show (thinking, cache tokens,
 API errors, interrupted sessions, several turns, unknown and broken lines)."""
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS
 
 from agent_replay.clock import FixedClock
 from agent_replay.services.capture import claude_transcript
@@ -22,16 +23,15 @@ from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness" / "claude-code"
+FIXTURES = HARNESS / "claude-code"
 SCRIPTED_TOOLS = ["Bash", "Read", "Write", "Bash"]
 
 
 def fixture_transcript(name: str) -> Path:
-    """The main transcript of one fixture pass (skips when the shared fixtures are absent)."""
+    """The main transcript of one fixture pass."""
     folder = FIXTURES / name / "transcript" / "projects"
-    files = sorted(p for p in folder.glob("*/*.jsonl")) if folder.is_dir() else []
-    if not files:
-        pytest.skip(f"shared fixtures not found at {folder} (clone shared/ beside the repo)")
+    files = sorted(folder.glob("*/*.jsonl"))
+    assert files, f"no transcript under {folder}"
     return files[0]
 
 

@@ -1,4 +1,4 @@
-"""Importing Codex CLI rollouts: the real rollout in the shared fixtures, then hand-built rollouts
+"""Importing Codex CLI rollouts: the real rollout in tests/fixtures, then hand-built rollouts
 in the older forms Codex has written (the ``shell`` tool with JSON outputs, no turn events, no
 envelope at all) and the endings a session can have."""
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from captures import HARNESS
 
 from agent_replay.clock import FixedClock
 from agent_replay.services.capture import codex_rollout
@@ -17,14 +18,13 @@ from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "harness" / "codex"
+FIXTURES = HARNESS / "codex"
 
 
 def fixture_rollouts() -> list[Path]:
-    """Every rollout in the fixtures (skips when the shared fixtures are absent)."""
+    """Every rollout in the fixtures."""
     files = sorted(FIXTURES.glob("*/rollout/sessions/*/*/*/rollout-*.jsonl"))
-    if not files:
-        pytest.skip(f"shared fixtures not found at {FIXTURES} (clone shared/ beside the repo)")
+    assert files, f"no rollouts under {FIXTURES}"
     return files
 
 
