@@ -133,7 +133,7 @@ def _criterion_lines(criterion: dict[str, Any]) -> list[Content]:
     else:
         icon, style, shown = "✗", _FAIL, f"{score:.2f}"
     weight = criterion.get("weight") or 0
-    head = [
+    head: list[str | tuple[str, str]] = [
         (icon, style),
         " ",
         (safe(criterion.get("name") or ""), "bold"),

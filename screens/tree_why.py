@@ -96,7 +96,9 @@ class TreeWhyScreen(TraceScreen):
             self.query_one("#why-text", Static).update(Text("This trace has no steps."))
             return
         numbers = [s["step_number"] for s in self._steps]
-        first = self._initial_step if self._initial_step in numbers else numbers[0]
+        first = self._initial_step
+        if first is None or first not in numbers:
+            first = numbers[0]
         tree.show_step(first)
         self.step = first
 

@@ -78,7 +78,7 @@ class PlotChart(PlotextPlot):
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
-        self.set_reactive(PlotextPlot.theme, CHART_THEME)
+        self.set_reactive(PlotextPlot.theme, CHART_THEME)  # type: ignore[misc]  # untyped var
         self.empty_text = empty_text
         """What the chart says when it has nothing to draw."""
 
@@ -208,13 +208,13 @@ class DailyChart(PlotChart):
         plot_width = max(width - len(str(top)) - 3, 6)
         every = max(1, math.ceil(count * 6 / plot_width))
         ticks = positions[::-1][::every][::-1]
-        plt.xticks(ticks, [self.days[p - 1].label for p in ticks])
+        plt.xticks([float(p) for p in ticks], [self.days[p - 1].label for p in ticks])
         # Room for half a tick label past the last bar, or plotext drops that label.
         pad = max(0.6, 3 * count / plot_width)
         plt.xlim(1 - pad, count + pad)
 
 
-def _int_ticks(top: int) -> tuple[list[int], list[str]]:
+def _int_ticks(top: int) -> tuple[list[float], list[str]]:
     """At most three integer ticks from 0 to ``top`` (plotext's own would label 2.3 traces)."""
     ticks = sorted({0, top // 2, top})
-    return ticks, [compact(t) for t in ticks]
+    return [float(t) for t in ticks], [compact(t) for t in ticks]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_replay.widgets.step_timeline import STEP_ICONS
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -19,6 +18,7 @@ from textual.widgets import Static
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, preview, safe, truncate
 from agent_replay.services.replay import SNAPSHOT_FIELDS, PlayheadState
 from agent_replay.trace.io import dumps
+from agent_replay.widgets.step_timeline import STEP_ICONS
 
 PANE_TITLES = {
     "context_window": "Context window",

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.content import Content
@@ -25,6 +24,7 @@ from textual.widgets import Static
 
 from agent_replay.display import fmt_int, fmt_ms, fmt_time, safe
 from agent_replay.trace.io import dumps_bytes
+from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
 FOLD_LINES = 40
 """Lines of a payload shown while folded."""

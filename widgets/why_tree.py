@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agent_replay.widgets.step_timeline import STEP_ICONS
 from rich.text import Text
 from textual.reactive import var
 from textual.widgets import Tree
@@ -20,6 +19,7 @@ from textual.widgets.tree import TreeNode
 
 from agent_replay.display import preview, safe, truncate
 from agent_replay.services.analysis import Hop, tree_order
+from agent_replay.widgets.step_timeline import STEP_ICONS
 
 Step = dict[str, Any]
 

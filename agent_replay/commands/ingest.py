@@ -189,8 +189,8 @@ def command(
         for rejection in report.rejected[:50]:
             click.echo(f"  rejected {rejection.where}:", err=True)
             if rejection.problems:
-                for path, message in rejection.problems:
-                    click.echo(f"    {safe(path) or '(trace)'}: {safe(message)}", err=True)
+                for where, message in rejection.problems:
+                    click.echo(f"    {safe(where) or '(trace)'}: {safe(message)}", err=True)
             else:
                 click.echo(f"    {safe(rejection.reason)}", err=True)
         if len(report.rejected) > 50:

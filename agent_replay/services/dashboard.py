@@ -312,8 +312,8 @@ def _step_groups(
             window.start_ms + first * stats.DAY_MS, window.start_ms + (last + 1) * stats.DAY_MS
         )
         by_day: dict[int, list[stats.StepGroup]] = defaultdict(list)
-        for g in stats.step_groups(store, sub):
-            by_day[first + g.bucket].append(g)
+        for step_group in stats.step_groups(store, sub):
+            by_day[first + step_group.bucket].append(step_group)
         for index in range(first, last + 1):
             fresh[dates[index]] = (signature[index], by_day[index])
     return StepCache(fresh)

@@ -943,5 +943,7 @@ def step_costs(trace: dict[str, Any]) -> tuple[list[float | None], bool]:
     tokens = [_int(s.get("tokens_used")) or 0 for s in steps]
     uncosted = sum(t for t, c in zip(tokens, known, strict=True) if c is None)
     share = remainder / uncosted if uncosted else 0.0
-    costs = [c if c is not None else share * t for t, c in zip(tokens, known, strict=True)]
+    costs: list[float | None] = [
+        c if c is not None else share * t for t, c in zip(tokens, known, strict=True)
+    ]
     return costs, True

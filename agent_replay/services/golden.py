@@ -44,7 +44,7 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -493,7 +493,7 @@ def _sequence(
     g_items: list[Any],
     c_pos: Sequence[int],
     g_pos: Sequence[int] | None,
-) -> Any:
+) -> Callable[[Fingerprint, Fingerprint], Divergence | None]:
     """A comparer for an ordered field; ``*_pos`` map an item's index to its step position."""
 
     def comparer(c: Fingerprint, g: Fingerprint) -> Divergence | None:

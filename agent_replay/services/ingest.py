@@ -145,7 +145,7 @@ def ingest_trace(
             raise StoreError(f"a trace with id {model.id} is already in the store")
         try:
             insert_trace_rows(db, [rows])
-        except (*DB_ERRORS, OverflowError) as exc:
+        except DB_ERRORS + (OverflowError,) as exc:
             raise StoreError(f"cannot write trace {model.id}: {exc}") from exc
     return model
 
@@ -249,14 +249,14 @@ def _write_batch(store: Store, batch: list[tuple[str, TraceRows]], report: Inges
             with store.db.atomic():  # a savepoint: undo the batch, keep the transaction
                 insert_trace_rows(store, [rows for _, rows in fresh])
             written = fresh
-        except (*DB_ERRORS, OverflowError):  # a bad row in the batch: find it trace by trace
+        except DB_ERRORS + (OverflowError,):  # a bad row in the batch: find it trace by trace
             written = []
             for where, rows in fresh:
                 try:
                     with store.db.atomic():
                         insert_trace_rows(store, [rows])
                     written.append((where, rows))
-                except (*DB_ERRORS, OverflowError) as exc:
+                except DB_ERRORS + (OverflowError,) as exc:
                     report.rejected.append(Rejection(where, f"cannot write trace: {exc}"))
     report.ingested.extend(rows.trace[0] for _, rows in written)
     report.steps += sum(len(rows.steps) for _, rows in written)

@@ -41,9 +41,9 @@ from agent_replay.store.writes import (
     update_columns,
     upsert_row,
 )
-from agent_replay.trace.base import STEP_TYPES, is_canonical
+from agent_replay.trace.base import STEP_TYPES, canonical_time, is_canonical
 from agent_replay.trace.io import input_hash
-from agent_replay.trace.models import Decision, Snapshot, Step, Trace, canonical_time
+from agent_replay.trace.models import Decision, Snapshot, Step, Trace
 from agent_replay.trace.validate import validate_trace
 
 _STEP_SELECT = ", ".join(f'"{c}"' for c in STEP_COLUMNS)
@@ -399,8 +399,9 @@ class TraceRecorder:
                     (redacted.pop("parent_step", None), redacted.pop("caused_by_step", None))
                 )
                 datas.append(redacted)
-            numbers = [d.get("step_number") for d in datas]
-            if not all(type(n) is int for n in numbers) or len(set(numbers)) != len(numbers):
+            given = [d.get("step_number") for d in datas]
+            numbers = [n for n in given if type(n) is int]
+            if len(numbers) != len(given) or len(set(numbers)) != len(numbers):
                 return False
             targets = {t for pair in links for t in pair if t is not None}
             stored = self._stored_numbers(

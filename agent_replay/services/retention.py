@@ -114,7 +114,7 @@ def remove(
 
 def _otel_groups(store: Store, ids: Sequence[str]) -> list[str]:
     """The staging groups the OTLP receiver built these traces from (if any came from it)."""
-    built = set()
+    built: set[str] = set()
     for start in range(0, len(ids), BATCH):
         chunk = list(ids[start : start + BATCH])
         marks = ", ".join(["?"] * len(chunk))

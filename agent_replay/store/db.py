@@ -298,7 +298,7 @@ def _pg_database(parsed: PgUrl, *, thread_safe: bool = True) -> Database:
     # deferred: the pool module is only needed for server stores
     from playhouse.pool import PooledPostgresqlDatabase
 
-    return PooledPostgresqlDatabase(
+    database: Database = PooledPostgresqlDatabase(
         parsed.dsn,
         autoconnect=False,
         max_connections=None,  # one per thread at most; idle ones are closed by Store.close
@@ -308,6 +308,7 @@ def _pg_database(parsed: PgUrl, *, thread_safe: bool = True) -> Database:
         connect_timeout=parsed.connect_timeout,
         application_name="agent-replay",
     )
+    return database
 
 
 def shared_connection(store: Store) -> Store:

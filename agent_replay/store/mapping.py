@@ -108,7 +108,10 @@ def dec(text: str | None) -> Any:
 
 
 def dec_meta(text: str | None) -> dict[str, Any]:
-    return {} if text is None else loads(text)  # type: ignore[no-any-return]
+    if text is None:
+        return {}
+    value: dict[str, Any] = loads(text)
+    return value
 
 
 @dataclass

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from peewee import Database, IntegerField, TextField
 
 from agent_replay.errors import StoreError
 from agent_replay.store.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:  # a Store wraps a Database; db.py imports this module at run time
+    from agent_replay.store.db import Store
 
 _V1_TABLES = [
     """CREATE TABLE traces (
@@ -414,7 +418,7 @@ def pending(db: Database) -> list[str]:
     return [name for name, _ in MIGRATIONS if name not in set(applied)]
 
 
-def run_migrations(db: Database | object, *, upto: int | None = None) -> list[str]:
+def run_migrations(db: Database | Store, *, upto: int | None = None) -> list[str]:
     """Apply every pending migration (or those up to number ``upto``) in one transaction.
 
     Args:
@@ -427,7 +431,7 @@ def run_migrations(db: Database | object, *, upto: int | None = None) -> list[st
     Raises:
         StoreError: the store is newer than this build.
     """
-    database: Database = getattr(db, "db", db)  # a Store wraps its peewee database
+    database = db if isinstance(db, Database) else db.db  # a Store wraps its database
     wanted = MIGRATIONS[: upto if upto is not None else LATEST]
     if _is_sqlite(database) and _user_version(database) == len(wanted) and upto is None:
         return []  # fast path on every open: one pragma read

@@ -85,7 +85,7 @@ def _pg_insert_values(
         chunk = rows[start : start + per]
         sql = f"INSERT INTO {table} ({names}) VALUES {', '.join([group] * len(chunk))}{suffix}"
         params = [pg_value(v) for row in chunk for v in row]
-        with peewee.__exception_wrapper__:  # driver errors as peewee's (ingest catches those)
+        with peewee.__exception_wrapper__:  # type: ignore[attr-defined]  # driver errors as peewee's
             cursor.execute(sql, params)
 
 

@@ -5,14 +5,12 @@ the headless import rule for diff, fork, check and ``export --format golden``.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from probe import probe
 
 Run = Callable[..., Any]
 
@@ -149,15 +147,6 @@ def test_diff_escapes_producer_text(cli: Run, tmp_path: Path) -> None:
 
 # --- headless: diff, fork, check and the golden export never import Textual or Rich -----------
 
-CHECK = """
-import sys
-from agent_replay.cli import main
-code = main({argv!r})
-assert code == {code}, f"exit code {{code}}"
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("textual", "rich"))
-assert not heavy, f"imported {{heavy[:5]}}"
-"""
-
 
 @pytest.mark.parametrize(
     ("argv", "code"),
@@ -175,16 +164,8 @@ def test_runs_without_importing_textual_or_rich(
     cli: Run, demo: None, store_dir: Path, argv: list[str], code: int
 ) -> None:
     """Run in a fresh interpreter: textual and rich stay out of sys.modules."""
-    result = subprocess.run(
-        [sys.executable, "-c", CHECK.format(argv=argv, code=code)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "AGENT_REPLAY_DIR": str(store_dir)},
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = probe(argv=argv, store_dir=store_dir)
+    assert (result.code, result.loaded) == (code, []), result.stderr
 
 
 def test_check_runs_without_importing_textual_or_rich(
@@ -194,13 +175,5 @@ def test_check_runs_without_importing_textual_or_rich(
     golden = tmp_path / "golden.json"
     assert cli("export", "--format", "golden", "--tag", "golden", "-o", golden).code == 0
     argv = ["check", "--golden", str(golden)]
-    result = subprocess.run(
-        [sys.executable, "-c", CHECK.format(argv=argv, code=1)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "AGENT_REPLAY_DIR": str(store_dir)},
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = probe(argv=argv, store_dir=store_dir)
+    assert (result.code, result.loaded) == (1, []), result.stderr

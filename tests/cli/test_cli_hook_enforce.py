@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from captures import HARNESS as FIXTURES
+from probe import HOOK_HEAVY, probe
 
 from agent_replay.clock import SystemClock
 from agent_replay.services.capture.hook_drain import drain_with_lock
@@ -319,33 +320,19 @@ def test_a_hostile_100kb_call_is_decided_promptly(store: Store, store_dir: Path)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
 
 
-HEAVY = ("click", "peewee", "pydantic", "textual", "rich", "anthropic", "openai", "google")
-FAST_PATH = f"""
-import sys
-sys.argv = ["agent-replay", "hook", "--enforce"]
-from agent_replay.entry import main
-code = main()
-heavy = sorted({{m.split(".")[0] for m in sys.modules}} & set({HEAVY!r}))
-sys.stderr.write(f"exit={{code}} heavy={{heavy}}")
-"""
-
-
 def test_the_enforce_fast_path_imports_nothing_heavy(store: Store, store_dir: Path) -> None:
     """A real enforced hook run (a deny with a regex, the detached drainer) stays stdlib-only
     (RE2 aside), as the hook budget requires."""
     add(store, "deny", name="no-bash", pattern={"name_regex": "^Bash$"})
     env = {**os.environ, "AGENT_REPLAY_DIR": str(store_dir)}
     env.pop("AGENT_REPLAY_HOOK_NO_SPAWN", None)
-    done = subprocess.run(
-        [sys.executable, "-c", FAST_PATH],
-        input=json.dumps(payloads("claude")[0]),
-        capture_output=True,
-        text=True,
+    run = probe(
+        argv=["hook", "--enforce"],
+        banned=HOOK_HEAVY,
         env=env,
-        timeout=60,
-        check=False,
+        stdin=json.dumps(payloads("claude")[0]),
     )
-    assert done.stderr == "exit=0 heavy=[]"
-    assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert (run.code, run.loaded, run.stderr) == (0, [], "")
+    assert json.loads(run.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
     drain_with_lock(store_dir)  # waits for the detached drainer
     assert [s["step_type"] for s in steps(store)] == ["tool_call", "guard_check"]

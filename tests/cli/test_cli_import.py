@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from captures import HARNESS
+from probe import AI_SDKS, TUI, probe
 
 Cli = Callable[..., Any]
 
@@ -196,33 +197,11 @@ def test_a_missing_path_under_json_prints_the_error_object(cli: Cli) -> None:
     }
 
 
-HEADLESS = """
-import sys
-from agent_replay.cli import main
-code = main({argv!r})
-assert code == 0, f"exit code {{code}}"
-heavy = sorted(
-    m for m in sys.modules
-    if m.split(".")[0] in ("textual", "rich", "anthropic", "openai")
-    or m.startswith("google.genai")
-)
-assert not heavy, f"imported {{heavy[:5]}}"
-"""
-
-
 def test_import_never_loads_textual_rich_or_an_ai_sdk(store_dir: Path) -> None:
     """Importing the fixtures in a fresh interpreter leaves the TUI and AI SDKs unloaded."""
     argv = ["import", str(harness()), "--json"]
-    result = subprocess.run(
-        [sys.executable, "-c", HEADLESS.format(argv=argv)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "AGENT_REPLAY_DIR": str(store_dir)},
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = probe(argv=argv, banned=(*TUI, *AI_SDKS), store_dir=store_dir)
+    assert (result.code, result.loaded) == (0, []), result.stderr
 
 
 # --- memory stays flat on a large transcript -----------------------------------------------------

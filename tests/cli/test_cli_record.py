@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from captures import HARNESS
+from probe import probe
 
 Cli = Any  # the `cli` fixture: cli(*args) -> Result(code, out, err)
 Proc = Any  # the `proc` fixture: proc(*args, input=...) -> CompletedProcess
@@ -181,15 +182,6 @@ def test_empty_input_records_nothing(proc: Proc) -> None:
 
 # --- headless ----------------------------------------------------------------------------
 
-CHECK = """
-import sys
-from agent_replay.cli import main
-code = main({argv!r})
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})
-assert not heavy, f"imported {{heavy[:5]}}"
-sys.exit(code)
-"""
-
 
 @pytest.mark.parametrize(
     ("argv", "source"),
@@ -211,16 +203,8 @@ def test_record_runs_without_importing_tui_or_ai_sdks(
     else:
         path = HARNESS / source
     with path.open("rb") as stdin:
-        result = subprocess.run(
-            [sys.executable, "-c", CHECK.format(argv=argv, heavy=HEAVY)],
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "AGENT_REPLAY_DIR": str(store_dir)},
-            timeout=60,
-            check=False,
-        )
-    assert result.returncode == 0, result.stderr
+        result = probe(argv=argv, banned=HEAVY, store_dir=store_dir, stdin=stdin)
+    assert (result.code, result.loaded) == (0, []), result.stderr
     assert "recorded" in result.stdout
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from probe import probe
 
 Cli = Any  # the `cli` fixture: cli(*args) -> Result(code, out, err)
 Proc = Any  # the `proc` fixture: proc(*args, input=...) -> CompletedProcess
@@ -206,28 +207,10 @@ def test_the_command_line_is_redacted_unless_no_redact(proc: Proc, cli: Cli) -> 
     assert "[REDACTED:openai_key]" in trace["input"]
 
 
-CHECK = """
-import sys
-from agent_replay.cli import main
-code = main({argv!r})
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})
-assert not heavy, f"imported {{heavy[:5]}}"
-sys.exit(code)
-"""
-
-
 def test_run_runs_without_importing_tui_or_ai_sdks(store_dir: Path, tmp_path: Path) -> None:
     """After really running an instrumented child, textual, rich and the AI SDKs are not in
     sys.modules."""
     script = tmp_path / "agent.py"
     script.write_text(INSTRUMENTED)
-    result = subprocess.run(
-        [PY, "-c", CHECK.format(argv=["run", "--", PY, str(script)], heavy=HEAVY)],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "AGENT_REPLAY_DIR": str(store_dir)},
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = probe(argv=["run", "--", PY, str(script)], banned=HEAVY, store_dir=store_dir)
+    assert (result.code, result.loaded) == (0, []), result.stderr

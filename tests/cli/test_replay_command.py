@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from probe import probe
 
 from agent_replay.commands import replay as replay_command
 from agent_replay.services.demo import load_demo
@@ -178,25 +176,9 @@ def test_producer_text_is_escaped(cli: Run, store_dir: Path, sleeps) -> None:
 
 def test_replay_never_imports_textual_or_rich(demo: Path) -> None:
     """Running ``replay`` in a fresh interpreter leaves textual and rich out of sys.modules."""
-    body = f"""
-import sys
-from agent_replay.cli import main
-code = main(["replay", "{TOOLCHAIN}", "--speed", "0"])
-assert code == 0, code
-heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("textual", "rich"))
-assert not heavy, heavy[:5]
-"""
-    result = subprocess.run(
-        [sys.executable, "-c", body],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "AGENT_REPLAY_DIR": str(demo)},
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "end of run" in result.stdout
+    run = probe(argv=["replay", TOOLCHAIN, "--speed", "0"], store_dir=demo)
+    assert (run.code, run.loaded) == (0, []), run.stderr
+    assert "end of run" in run.stdout
 
 
 def test_help_has_examples(cli: Run) -> None:

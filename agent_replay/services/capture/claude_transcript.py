@@ -315,7 +315,7 @@ class _Session:
         if call is None:
             self.writer.skip("tool_result without its tool_use")
             return
-        self._maybe_subagent(tool_id, record.get("toolUseResult"), call)
+        self._maybe_subagent(str(tool_id), record.get("toolUseResult"), call)
         text = text_of(block.get("content"))
         failed = block.get("is_error") is True
         self.writer.close_step(

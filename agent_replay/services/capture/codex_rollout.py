@@ -411,7 +411,7 @@ class _Rollout:
         )
         reply.tool_calls += 1
         if isinstance(call_id, str):
-            self.calls[call_id] = _Call(step, display, at)
+            self.calls[call_id] = _Call(step, str(display or ""), at)
 
     def _output(self, item: dict[str, Any], at: str | None) -> None:
         call_id = item.get("call_id")

@@ -68,7 +68,7 @@ class _Targets:
 
             try:
                 self.stores[url] = open_store(url, create=True)
-            except (AgentReplayError, *DB_ERRORS) as exc:
+            except (AgentReplayError,) + DB_ERRORS as exc:
                 message = getattr(exc, "message", None) or str(exc)
                 self.stores[url] = None
                 self.errors[mask_url(url)] = message

@@ -122,12 +122,17 @@ def apply_hook_payload(
         no_input=bool(options.get("no_input")),
     )
     if key == "claude":
-        from agent_replay.services.capture.hooks_claude import apply
+        from agent_replay.services.capture import hooks_claude
+
+        hooks_claude.apply(hook)
     elif key == "codex":
-        from agent_replay.services.capture.hooks_codex import apply
+        from agent_replay.services.capture import hooks_codex
+
+        hooks_codex.apply(hook)
     else:
-        from agent_replay.services.capture.hooks_gemini import apply
-    apply(hook)
+        from agent_replay.services.capture import hooks_gemini
+
+        hooks_gemini.apply(hook)
 
 
 def detect_dialect(store: Store, payload: dict[str, Any]) -> str:

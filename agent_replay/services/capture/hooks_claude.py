@@ -135,7 +135,9 @@ def post_tool(hook: Hook, error: str | None, *, interrupted: bool = False) -> No
         input=tool_input,
         output=response,
         error=error,
-        duration_ms=float(duration) if as_int(duration) is not None else None,
+        duration_ms=float(duration)
+        if duration is not None and as_int(duration) is not None
+        else None,
         tokens_used=tokens,
         model=model,
         parent_step=_parent(hook),

@@ -71,8 +71,8 @@ def exit_code_in(response: Any, depth: int = 0) -> int | None:
             except ValueError:
                 pass
         head = "\n".join(response[:2000].splitlines()[:5])  # a header, not the output
-        found = _EXIT_TEXT.search(head)
-        return int(found.group(1)) if found else None
+        match = _EXIT_TEXT.search(head)
+        return int(match.group(1)) if match else None
     return None
 
 

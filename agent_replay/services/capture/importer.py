@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from itertools import islice
@@ -53,7 +53,7 @@ class _Rollback(Exception):
     """Thrown into the open transaction to roll it back."""
 
 
-def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | None]]:
+def read_records(path: Path) -> Generator[tuple[int, dict[str, Any] | None]]:
     """Stream ``(line_number, record)`` for each non-blank line; ``None`` for a line that is not
     a JSON object (a truncated last line of a live session, a stray non-JSON line)."""
     with path.open("rb") as stream:
@@ -276,7 +276,7 @@ def parser_for(fmt: str) -> Parser:
         from agent_replay.services.capture import codex_rollout as module  # type: ignore[no-redef]
     else:
         raise UsageError(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    return module  # type: ignore[return-value]
+    return module
 
 
 def detect_format(path: Path) -> str | None:
@@ -477,7 +477,7 @@ def import_file(
     except OSError as exc:
         writer.abort()
         result.status, result.error = "failed", f"cannot read: {exc.strerror or exc}"
-    except (AgentReplayError, *DB_ERRORS):
+    except (AgentReplayError,) + DB_ERRORS:
         writer.abort()  # the store itself failed: every other file would too
         raise
     except Exception as exc:  # a shape no parser rule expected: fail this file, not the run

@@ -97,7 +97,7 @@ def _terminal_reaches_child() -> bool:
     for fd in (0, 1, 2):
         try:
             if os.isatty(fd):
-                return os.tcgetpgrp(fd) == getpgrp()
+                return bool(os.tcgetpgrp(fd) == getpgrp())
         except OSError:
             continue
     return False
@@ -165,7 +165,7 @@ class _Tail(threading.Thread):
             sink = NativeSink(self.engine)
             pump(FdReader(fd, follow=self.done.is_set), sink)
             finish(sink)
-        except (AgentReplayError, *DB_ERRORS, OSError) as exc:
+        except (AgentReplayError, OSError) + DB_ERRORS as exc:
             self.failure = exc
         finally:
             os.close(fd)
@@ -235,6 +235,7 @@ def run_traced(
     forwarder = _Forwarder()
     forwarder.install()
     began = time.monotonic()
+    error: str | None
     try:
         try:
             process = subprocess.Popen(command, env=env)

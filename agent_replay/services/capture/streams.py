@@ -752,8 +752,8 @@ class ClaudeStreamSink(StreamSink):
             tool_id = str(block.get("tool_use_id") or "")
             output = block.get("content")
             if isinstance(output, list):
-                texts = [
-                    part.get("text")
+                texts: list[str] = [
+                    part["text"]
                     for part in output
                     if isinstance(part, dict) and isinstance(part.get("text"), str)
                 ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from agent_replay.config import (
     DEFAULT_MODELS,
@@ -40,6 +40,9 @@ from agent_replay.config import (
 from agent_replay.errors import UsageError
 from agent_replay.services.evals.errors import AIAuthError, AIRequestError, NoAIKeyError
 from agent_replay.services.evals.prices import estimate_tokens
+
+if TYPE_CHECKING:  # deferred at run time: the SDK costs ~0.5 s to import
+    from anthropic.types import MessageParam
 
 MODEL_PREFIXES: tuple[tuple[str, ProviderName], ...] = (
     ("claude", "anthropic"),
@@ -64,7 +67,7 @@ def provider_for_model(model: str | None) -> ProviderName | None:
     if "/" in name:
         head, _, tail = name.partition("/")
         if head in PROVIDERS:
-            return head  # type: ignore[return-value]
+            return head
         name = tail
     for prefix, provider in MODEL_PREFIXES:
         if name == prefix or name.startswith((f"{prefix}-", f"{prefix}.")):
@@ -123,7 +126,7 @@ def resolve_ai(
     chosen_model: str | None
     if model:
         implied = provider_for_model(model)
-        chosen = provider or implied or ai.provider  # type: ignore[assignment]
+        chosen = provider or implied or ai.provider
         if provider and implied and implied != provider:
             raise UsageError(
                 f"model {model!r} is not a {PROVIDER_LABELS[provider]} model",
@@ -131,7 +134,7 @@ def resolve_ai(
             )
         chosen_model = model
     elif provider:
-        chosen = provider  # type: ignore[assignment]
+        chosen = provider
         # ai.model applies only when it is this provider's (or names no provider at all).
         configured_for = provider_for_model(ai.model) or ai.provider or provider
         chosen_model = ai.model if configured_for == provider else None
@@ -279,13 +282,14 @@ class _AnthropicClient:
             # The SDK no longer types sampling parameters (current models fix them); a rerun
             # of a recorded call on an older model still sends the temperature it used.
             options["extra_body"] = {"temperature": temperature}
+        turns = cast("list[MessageParam]", [{"role": m.role, "content": m.text} for m in messages])
         started = time.monotonic()
         try:
             reply = self._client.messages.create(
                 model=s.model,
                 max_tokens=max_tokens or s.max_tokens,
                 system=system,
-                messages=[{"role": m.role, "content": m.text} for m in messages],
+                messages=turns,
                 **options,
             )
         except (sdk.AuthenticationError, sdk.PermissionDeniedError) as exc:
@@ -456,7 +460,7 @@ class _GoogleClient:
         try:
             reply = self._client.models.generate_content(
                 model=s.model,
-                contents=contents,  # type: ignore[arg-type]
+                contents=contents,
                 config=config,
             )
         except errors.APIError as exc:

@@ -90,7 +90,7 @@ def recorded_call(step_input: Any) -> RecordedCall:
         else:
             role = "user"
         if turns and turns[-1].role == role:
-            turns[-1] = Message(role, f"{turns[-1].text}\n\n{text}")  # type: ignore[arg-type]
+            turns[-1] = Message(role, f"{turns[-1].text}\n\n{text}")
         else:
             turns.append(Message(role, text))  # type: ignore[arg-type]
     if not turns:

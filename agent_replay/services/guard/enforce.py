@@ -228,8 +228,8 @@ def run_fast(
     except OSError as exc:  # the working directory was deleted under the harness
         if not guarded:
             return 0
-        reply = answer(failure(f"no store directory: {exc}"), harness_of(payload), plain=plain)
-        return reply.emit(out, err)
+        refusal = answer(failure(f"no store directory: {exc}"), harness_of(payload), plain=plain)
+        return refusal.emit(out, err)
     assert store_dir is not None
     if not text.strip():
         hook_inbox.log_error(store_dir, "empty payload on stdin; nothing recorded")
@@ -308,7 +308,7 @@ def _parse(text: str) -> Any:
         return None
 
 
-def _defer(text: str) -> None:
+def _defer(text: str) -> int | None:
     """Hand the payload we already read to the full CLI, which reads stdin again."""
     sys.stdin = io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8")
     return None

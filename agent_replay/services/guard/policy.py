@@ -102,7 +102,7 @@ def validate_name(name: Any) -> str:
         raise PolicyError(f"the name is too long ({len(name)} characters; at most {MAX_NAME})")
     if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in name):
         raise PolicyError("the name must not contain control characters")
-    return name
+    return str(name)
 
 
 def parse_pattern(text: str) -> dict[str, str]:

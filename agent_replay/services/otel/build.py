@@ -146,7 +146,7 @@ def _trace(
     missing_parent: bool,
 ) -> dict[str, Any]:
     items = [*group.spans, *group.logs]
-    resource = next((i["resource"] for i in items if i.get("resource")), {})
+    resource: dict[str, Any] = next((i["resource"] for i in items if i.get("resource")), {})
     service = resource.get("service.name")
     agent = session = None
     if root is not None:

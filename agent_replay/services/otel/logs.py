@@ -40,7 +40,7 @@ def _gemini_text(response_text: Any) -> Any:
     """The model's words from Gemini CLI's ``response_text`` (raw response chunks)."""
     data = parse_json(response_text)
     chunks = data if isinstance(data, list) else [data]
-    texts = []
+    texts: list[str] = []
     for chunk in chunks:
         if not isinstance(chunk, dict):
             return response_text
@@ -249,7 +249,7 @@ def _apply_gemini(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
         }
         tokens = usage.get("total_token_count")
         if tokens is None and ("input_token_count" in usage or "output_token_count" in usage):
-            tokens = usage.get("input_token_count", 0) + usage.get("output_token_count", 0)
+            tokens = (usage.get("input_token_count") or 0) + (usage.get("output_token_count") or 0)
         response_text = attrs.get("response_text")
         output = _gemini_text(response_text) if response_text is not None else None
         if isinstance(output, str):

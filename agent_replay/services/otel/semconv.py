@@ -233,6 +233,7 @@ def usage(attrs: Attrs) -> tuple[int | None, dict[str, int]]:
         for k, v in (("input_tokens", inp), ("output_tokens", out), ("total_tokens", total))
         if v is not None and v >= 0
     }
+    used: int | None
     if inp is not None or out is not None:
         used = max(inp or 0, 0) + max(out or 0, 0)
     else:

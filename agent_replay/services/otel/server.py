@@ -202,7 +202,7 @@ class OtelReceiver:
             OSError: the address can't be bound (in use, not local).
         """
         host = self.host.strip("[]")
-        server_cls = _Server
+        server_cls: type[_Server] = _Server
         if ":" in host:
             server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
         self._server = server_cls((host, self.port), _Handler)

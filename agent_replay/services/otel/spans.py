@@ -27,8 +27,8 @@ _DROPPED_KEYS = re.compile(
 )
 INPUT_KEYS = ("gen_ai.input.messages", "input.value", "traceloop.entity.input")
 OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "traceloop.entity.output")
-_TOOLINPUT_KEYS = ("gen_ai.tool.call.arguments", "tool.parameters", *INPUT_KEYS)
-_TOOLOUTPUT_KEYS = ("gen_ai.tool.call.result", *OUTPUT_KEYS)
+_TOOLINPUT_KEYS: tuple[str, ...] = ("gen_ai.tool.call.arguments", "tool.parameters", *INPUT_KEYS)
+_TOOLOUTPUT_KEYS: tuple[str, ...] = ("gen_ai.tool.call.result", *OUTPUT_KEYS)
 
 
 def _indexed_messages(attrs: dict[str, Any], kind: str) -> list[dict[str, Any]]:

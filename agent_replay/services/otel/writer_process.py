@@ -373,11 +373,11 @@ class BatchWriter:
         for rows in built:
             created = previous.get(rows.trace[0])
             if created is not None:
-                row = list(rows.trace)
-                row[_CREATED] = created
-                if row[_STARTED] is None:
-                    row[_STARTED_MS] = created
-                rows.trace = tuple(row)
+                trace_row = list(rows.trace)
+                trace_row[_CREATED] = created
+                if trace_row[_STARTED] is None:
+                    trace_row[_STARTED_MS] = created
+                rows.trace = tuple(trace_row)
                 rows.evals = evals.get(rows.trace[0], [])
         insert_trace_rows(store, built)
 
@@ -555,10 +555,10 @@ def main(config: dict[str, Any]) -> None:
             texts: dict[int, str] = {}
             loads = orjson.loads
             for frame in frames:
-                lines = frame.body.split(b"\n")
-                for index, line in enumerate(lines[: frame.spans + frame.logs]):
-                    item = loads(line)
-                    texts[id(item)] = line.decode()
+                records = frame.body.split(b"\n")
+                for index, record in enumerate(records[: frame.spans + frame.logs]):
+                    item = loads(record)
+                    texts[id(item)] = record.decode()
                     (spans if index < frame.spans else logs).append(item)
             now_ms = max(frame.received_ms for frame in frames)
             lost = False
