@@ -193,3 +193,58 @@ def test_unreadable_rubric_files(tmp_path: Path, name: str, text: str | None, me
     with pytest.raises(RubricError) as caught:
         load_rubric(path)
     assert message in caught.value.message
+
+
+# --- the README's rubric, as the README describes it -------------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_rubric() -> str:
+    """The first YAML block of the README's "Custom rubrics" paragraph, as written there."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("**Custom rubrics**") :]
+    start = section.index("```yaml\n") + len("```yaml\n")
+    return section[start : section.index("```", start)]
+
+
+def answered(text: str) -> dict[str, Any]:
+    step = {"step_number": 1, "step_type": "output", "name": "reply", "output": text}
+    return {"id": "trc_g", "agent_name": "a", "status": "completed", "steps": [step]}
+
+
+@pytest.mark.parametrize(
+    ("text", "score"),
+    [
+        ("Hello! Your refund is on its way. Let me know if there is anything else.", 1.0),
+        ("Your damn order is late.", 0.0),
+        ("Welcome back! Your order shipped today.", 0.6667),
+        ("Hello! The damn system crashed again.", 0.3333),
+    ],
+    ids=["greets and helps", "rude", "greets only", "greets and swears"],
+)
+def test_the_readmes_rubric_on_greetings_and_profanity(tmp_path: Path, text: str, score: float):
+    """``hello|hi|welcome`` matches "Hello!" and "Welcome": patterns ignore case by default."""
+    compiled = load_rubric(write(tmp_path, "friendly.yaml", readme_rubric()))
+    outcome = run_rubric(compiled, answered(text))
+    assert outcome.score == score
+    assert outcome.passed is (score >= 0.6)
+
+
+def test_case_sensitive_true_matches_case_exactly(tmp_path: Path) -> None:
+    rubric = {
+        "name": "exact",
+        "criteria": [
+            {"name": "lower", "pattern": "hello", "case_sensitive": True},
+            {"name": "any", "pattern": "hello"},
+        ],
+    }
+    outcome = run_rubric(parse_rubric(rubric), answered("Hello there"))
+    assert [c.score for c in outcome.criteria] == [0.0, 1.0]
+    assert run_rubric(parse_rubric(rubric), answered("hello there")).score == 1.0
+
+
+def test_case_sensitive_must_be_a_boolean() -> None:
+    rubric = {"name": "x", "criteria": [{"name": "c", "pattern": "a", "case_sensitive": "maybe"}]}
+    with pytest.raises(RubricError, match=r"criteria\[0\]\.case_sensitive"):
+        parse_rubric(rubric)

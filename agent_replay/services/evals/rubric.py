@@ -6,15 +6,16 @@ A rubric::
     threshold: 0.75                 # pass mark, 0..1 (default 0.7)
     criteria:
       - name: cites the refund window
-        pattern: '(?i)\\b5-7 business days\\b'
+        pattern: '\\b5-7 business days\\b'
         expected: true              # the pattern must match (default true)
         weight: 2                   # relative weight (default 1)
       - name: no instant-refund promise
-        pattern: '(?i)\\binstant refunds?\\b'
+        pattern: '\\binstant refunds?\\b'
         expected: false             # the pattern must not match
       - name: searched the help center
         pattern: '^kb_search$'
         scope: all                  # output (default) or all
+        case_sensitive: true        # default false: patterns ignore case
 
 Which text a criterion reads (``scope``):
 
@@ -29,8 +30,10 @@ pattern is matched against each value separately, so ``^`` and ``$`` anchor a wh
 A criterion scores 1 when "the pattern matches somewhere" equals ``expected``, else 0. The
 rubric's score is the weighted mean; it passes at ``score >= threshold``. Patterns are RE2
 syntax (https://github.com/google/re2/wiki/Syntax): matching is linear in the text whatever the
-pattern, which is why backreferences and lookaround are not available. Use ``(?i)`` for
-case-insensitive matching; ``\\b``, ``\\w`` and ``\\d`` are ASCII.
+pattern, which is why backreferences and lookaround are not available. Patterns ignore case
+(as people read ``hello|hi|welcome``); ``case_sensitive: true`` on a criterion matches case
+exactly (``(?-i)`` inside a pattern does the same for part of it). ``\\b``, ``\\w`` and ``\\d``
+are ASCII.
 """
 
 from __future__ import annotations
@@ -70,6 +73,8 @@ class RubricCriterion(BaseModel):
     """Relative weight (the weights are normalized to sum to 1)."""
     scope: Literal["output", "all"] = "output"
     """``output``: the agent's answer; ``all``: every text of the trace."""
+    case_sensitive: bool = False
+    """``false`` (the default): the pattern ignores case; ``true``: case must match exactly."""
     description: str | None = None
     """A longer explanation (optional)."""
 
@@ -116,16 +121,17 @@ class CompiledRubric:
         return self.rubric.evaluator
 
 
-def _re2_options() -> Any:
+def _re2_options(case_sensitive: bool) -> Any:
     import re2  # deferred: only rubrics need RE2
 
     options = re2.Options()
     options.log_errors = False  # errors are reported here, not printed by the C++ library
+    options.case_sensitive = case_sensitive
     return options
 
 
-def compile_pattern(pattern: str) -> Any:
-    """Compile an RE2 pattern.
+def compile_pattern(pattern: str, *, case_sensitive: bool = False) -> Any:
+    """Compile an RE2 pattern (ignoring case unless ``case_sensitive``).
 
     Raises:
         ValueError: the pattern is not valid RE2 (the message says why).
@@ -133,7 +139,7 @@ def compile_pattern(pattern: str) -> Any:
     import re2
 
     try:
-        return re2.compile(pattern, options=_re2_options())
+        return re2.compile(pattern, options=_re2_options(case_sensitive))
     except re2.error as exc:
         reason = exc.args[0] if exc.args else str(exc)
         if isinstance(reason, bytes):
@@ -169,7 +175,9 @@ def parse_rubric(data: Any, source: str = "rubric") -> CompiledRubric:
     problems = []
     for index, criterion in enumerate(rubric.criteria):
         try:
-            patterns.append(compile_pattern(criterion.pattern))
+            patterns.append(
+                compile_pattern(criterion.pattern, case_sensitive=criterion.case_sensitive)
+            )
         except ValueError as exc:
             problems.append(f"criteria[{index}].pattern ({criterion.name}): {exc}")
     if problems:
@@ -177,7 +185,7 @@ def parse_rubric(data: Any, source: str = "rubric") -> CompiledRubric:
             f"{source}: invalid rubric: " + "; ".join(problems),
             hints=[
                 "patterns use RE2 syntax (linear time): no backreferences (\\1) or "
-                "lookaround ((?=...), (?!...)); use (?i) for case-insensitive matching"
+                "lookaround ((?=...), (?!...)); patterns ignore case unless case_sensitive: true"
             ],
         )
     return CompiledRubric(rubric, tuple(patterns), source)
@@ -185,7 +193,8 @@ def parse_rubric(data: Any, source: str = "rubric") -> CompiledRubric:
 
 _HINTS = [
     "a rubric has name, threshold (0..1) and criteria: a list of "
-    "{name, pattern, expected (true|false), weight (> 0), scope (output|all)}"
+    "{name, pattern, expected (true|false), weight (> 0), scope (output|all), "
+    "case_sensitive (true|false)}"
 ]
 
 
