@@ -1,8 +1,9 @@
 """The fork editor: pick a step, edit its input as JSON, save the fork, land on its diff.
 
 The trace loads in a thread worker (``TraceScreen``). Picking a step in the list puts that
-step's recorded input in the editor (step 1: the trace's input, which is what a fork at step 1
-changes; ``services.fork.fork_point_input``). Every change is validated on the spot with the
+step's recorded input in the editor (``services.fork.fork_point_input``; the step edit of
+``fork --modify-step-input``, which the run's own input is not: that is ``--modify-input``).
+Every change is validated on the spot with the
 CLI's own parser (``parse_modification``): an error names its line and column and Save stays
 disabled until the JSON parses. Beside the editor, the input the fork would get
 (``apply_edit``, under the merge/replace toggle) and what that changes against the recorded
@@ -282,9 +283,7 @@ class ForkEditorScreen(TraceScreen):
         self._original = fork_point_input(self._trace, number)
         self.step = number
         self.editor.load_text(self._drafts.get(number) or editable_json(self._original))
-        self.editor.border_title = (
-            "The trace's input (JSON)" if number == 1 else f"Step {number}'s input (JSON)"
-        )
+        self.editor.border_title = f"Step {number}'s input (JSON)"
         self._show_header(number)
         self.validate_input()
 
@@ -310,16 +309,11 @@ class ForkEditorScreen(TraceScreen):
             (f"{STEP_ICONS.get(step_type, '·')} {step_type} ", STEP_COLORS.get(step_type, "")),
             (safe(step.get("name") or "—"), "bold"),
         )
-        if number == 1:
-            what = (
-                "A fork at step 1 changes the run's input: the fork keeps step 1 as recorded, "
-                "with the edited trace input."
-            )
-        else:
-            what = (
-                f"The fork keeps steps 1–{number - 1} as recorded and step {number} with the "
-                "edited input, and stops there (status forked)."
-            )
+        kept = f"steps 1–{number - 1} as recorded and " if number > 1 else ""
+        what = (
+            f"The fork keeps {kept}step {number} with the edited input, and stops there "
+            "(status forked)."
+        )
         self.query_one("#fork-header", Static).update(
             Content("\n").join([first, Content.styled(what, _MUTED)])
         )

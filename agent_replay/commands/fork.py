@@ -17,19 +17,27 @@ from agent_replay.commands._common import dir_option, json_option
     "from_step",
     type=click.IntRange(min=1),
     required=True,
-    help="Fork at step N: keep steps 1..N-1, edit the input of step N (N=1: the trace input).",
+    help="Fork at step N: keep steps 1..N-1 as recorded, and step N (its input editable).",
 )
 @click.option(
     "--modify-input",
     "modify_input",
     metavar="JSON",
     default=None,
-    help="The input edit, as JSON (or @FILE). Merged into an object input by default.",
+    help="Edit the fork's input (the run's input, e.g. '{\"task\": \"...\"}'), as JSON or @FILE. "
+    "Merged into an object input by default.",
+)
+@click.option(
+    "--modify-step-input",
+    "modify_step_input",
+    metavar="JSON",
+    default=None,
+    help="Edit step N's input, as JSON or @FILE (what the app's fork editor edits).",
 )
 @click.option(
     "--replace",
     is_flag=True,
-    help="Replace the input with --modify-input instead of merging it.",
+    help="Replace the input(s) with the given JSON instead of merging.",
 )
 @click.option("--tag", "tags", multiple=True, help="Tag the fork (repeatable).")
 @click.option(
@@ -50,6 +58,7 @@ def command(
     trace_id: str,
     from_step: int,
     modify_input: str | None,
+    modify_step_input: str | None,
     replace: bool,
     tags: tuple[str, ...],
     rerun: bool,
@@ -61,25 +70,26 @@ def command(
     """Fork trace ID at step N and print the fork's full id.
 
     The fork is a new trace (status forked, linked to ID and N) holding steps 1..N-1 as
-    recorded and step N with its input edited; for N = 1 the edit applies to the trace's input.
-    The edit is a JSON Merge Patch (RFC 7386) by default: keys of an object merge recursively and
-    a null value deletes a key; a non-object value, or --replace, replaces the input whole.
-    Steps get fresh ids; tags, session and evals are not copied. `list` marks the fork ⑂, and
-    `agent-replay diff ID FORK` shows exactly the edit.
+    recorded and step N. --modify-input edits the fork's input (the run's input);
+    --modify-step-input edits step N's input; either, both or neither. An edit is a JSON Merge
+    Patch (RFC 7386) by default: keys of an object merge recursively and a null value deletes a
+    key; a non-object value, or --replace, replaces the input whole. Steps get fresh ids; tags,
+    session and evals are not copied. `list` marks the fork ⑂, and `agent-replay diff ID FORK`
+    shows exactly the edits.
 
     Exit codes: 0 ok; 1 the write failed; 2 bad JSON, an N the trace doesn't have, or a bad id.
 
     \b
     Examples:
       agent-replay fork trc_demo5regressed --from-step 3
-      agent-replay fork trc_demo5 --from-step 6 --modify-input '{"timeout_s": 120}'
-      agent-replay fork trc_demo4 --from-step 1 --modify-input '{"question": "Q2?"}' --tag what-if
-      agent-replay fork trc_demo5 --from-step 6 --replace --modify-input @input.json --json
-      agent-replay fork trc_demo1 --from-step 5 --modify-input @msgs.json --rerun --max-cost 0.01
+      agent-replay fork trc_demo2 --from-step 2 --modify-input '{"task": "revised prompt"}'
+      agent-replay fork trc_demo5 --from-step 6 --modify-step-input '{"timeout_s": 120}'
+      agent-replay fork trc_demo5 --from-step 6 --replace --modify-step-input @input.json --json
+      agent-replay fork trc_demo1 --from-step 5 --modify-step-input @msgs.json --rerun
 
-    With --rerun, step N must be an llm_call whose messages were recorded: the edited messages
-    are re-sent to the recorded model's provider (your key; --max-cost caps it) and the reply
-    becomes the fork's step N, so you see what the model would have said.
+    With --rerun, step N must be an llm_call whose messages were recorded: its messages (edited
+    by --modify-step-input) are re-sent to the recorded model's provider (your key; --max-cost
+    caps it) and the reply becomes the fork's step N, so you see what the model would have said.
     """
     from agent_replay.clock import SystemClock
     from agent_replay.commands._common import emit_json, open_existing
@@ -88,27 +98,48 @@ def command(
 
     if any(not tag.strip() for tag in tags):
         raise UsageError("--tag must not be blank")
-    edit = None
+    mode = "replace" if replace else "merge"
+    trace_edit = step_edit = None
     if modify_input is not None:
-        edit = InputEdit(parse_modification(modify_input), "replace" if replace else "merge")
-    elif replace:
-        raise UsageError("--replace needs --modify-input (the new input)")
+        trace_edit = InputEdit(parse_modification(modify_input, source="--modify-input"), mode)
+    if modify_step_input is not None:
+        value = parse_modification(modify_step_input, source="--modify-step-input")
+        step_edit = InputEdit(value, mode)
+    if replace and trace_edit is None and step_edit is None:
+        raise UsageError("--replace needs --modify-input or --modify-step-input (the new input)")
     if rerun:
         return _fork_and_rerun(
-            store_dir, trace_id, from_step, edit, list(tags), model, max_cost, as_json
+            store_dir,
+            trace_id,
+            from_step,
+            (step_edit, trace_edit),
+            list(tags),
+            model,
+            max_cost,
+            as_json,
         )
     if model is not None or max_cost is not None:
         raise UsageError("--model and --max-cost go with --rerun")
     with open_existing(store_dir) as store:
-        result = fork_trace(store, trace_id, from_step, edit, tags=list(tags), clock=SystemClock())
+        result = fork_trace(
+            store,
+            trace_id,
+            from_step,
+            step_edit,
+            trace_edit=trace_edit,
+            tags=list(tags),
+            clock=SystemClock(),
+        )
     if as_json:
         emit_json(result.to_json())
         return 0
     click.echo(result.trace_id)
-    what = "unmodified"
-    if edit is not None:
-        target = "trace input" if result.target == "trace_input" else f"step {from_step} input"
-        what = f"{target} {'replaced' if edit.mode == 'replace' else 'merged'}"
+    changes = [
+        f"{'trace input' if e.target == 'trace_input' else f'step {from_step} input'} "
+        f"{'replaced' if e.edit.mode == 'replace' else 'merged'}"
+        for e in result.edits
+    ]
+    what = ", ".join(changes) or "unmodified"
     click.echo(
         f"forked {result.parent_trace_id} at step {from_step} ({what}); "
         f"{result.step_count} step(s). Compare: agent-replay diff {result.parent_trace_id} "
@@ -122,7 +153,7 @@ def _fork_and_rerun(
     store_dir: Path | None,
     trace_id: str,
     from_step: int,
-    edit: Any,
+    edits: tuple[Any, Any],
     tags: list[str],
     model: str | None,
     max_cost: float | None,
@@ -132,19 +163,17 @@ def _fork_and_rerun(
     from agent_replay.clock import SystemClock
     from agent_replay.commands._common import emit_json, open_existing, resolve_store_dir
     from agent_replay.config import load_config
-    from agent_replay.errors import UsageError
     from agent_replay.services.evals.budget import Budget
     from agent_replay.services.evals.rerun import rerun_fork_step
     from agent_replay.services.fork import build_fork
     from agent_replay.services.ingest import ingest_trace
     from agent_replay.store.queries import resolve_trace_id, trace_json
 
-    if from_step == 1:
-        raise UsageError("--rerun re-sends an llm_call step: --from-step 1 edits the trace input")
+    step_edit, trace_edit = edits
     clock = SystemClock()
     with open_existing(store_dir) as store:
         parent = trace_json(store, resolve_trace_id(store, trace_id))
-    fork = build_fork(parent, from_step, edit, tags=tags, clock=clock)
+    fork = build_fork(parent, from_step, step_edit, trace_edit=trace_edit, tags=tags, clock=clock)
     config = load_config(resolve_store_dir(store_dir))
     fork, rerun = rerun_fork_step(
         fork, from_step, config, clock=clock, budget=Budget(max_cost), model=model

@@ -7,27 +7,30 @@ fresh trace and step ids, plus ``parent_trace_id``, ``forked_from_step`` and sta
 
 What a fork of trace P at step N holds
     - P's steps before N, copied as recorded (decisions and snapshots included);
-    - P's step N, its input edited (``InputEdit``) and everything else as recorded;
+    - P's step N, its input edited if a step edit is given, everything else as recorded;
     - no steps after N, no evals, no output or error (the fork has not run past N);
-    - P's agent name and version, trigger, input and metadata, plus ``metadata.fork``
-      (``from_step``, ``target``, ``mode``, ``modification``, ``created_at``);
+    - P's agent name and version, trigger, input (edited if a trace-input edit is given) and
+      metadata, plus ``metadata.fork`` (``from_step``, ``created_at`` and ``edits``: each edit's
+      ``target``, ``mode`` and ``modification``);
     - P's start time (so the fork sorts beside its parent), ended at step N's end;
     - the tags given (P's tags are not copied: a fork of a ``golden`` run is not golden);
     - no session id (live capture correlates by session; a fork must never receive events);
     - ``total_cost_usd``: the cost of the copied steps (recorded ``metadata.cost_usd``, else P's
       total shared by tokens; the rule of ``services.diff.step_costs``).
 
-    With N = 1 the edit applies to the *trace's* input (the run's input is what step 1 acted
-    on), and step 1 is kept as recorded.
+The edits
+    Two targets, either or both: the fork's *trace input* (``agent-replay fork
+    --modify-input``: the run's input, ``{"task": ...}`` in the trace format) and step N's
+    *step input* (``--modify-step-input``, and what the TUI's fork editor edits).
 
-The edit
+
     ``merge`` (the default) applies the modification as a JSON Merge Patch (RFC 7386): when both
     are objects, keys merge recursively, a ``null`` value deletes the key, any other value
     replaces it; a modification that is not an object replaces the input whole. ``replace``
     always replaces the input with the modification.
 
 A diff of a fresh fork against its parent (``services.diff``, scoped to the fork) therefore
-shows exactly the edit. Must not import Textual or Rich.
+shows exactly the edits. Must not import Textual or Rich.
 """
 
 from __future__ import annotations
@@ -62,6 +65,28 @@ class InputEdit:
 
 
 @dataclass(frozen=True)
+class AppliedEdit:
+    """One edit as applied to the fork: what it changed, from what, to what."""
+
+    target: EditTarget
+    """``trace_input`` (the fork's input) or ``step_input`` (step N's input)."""
+    edit: InputEdit
+    original_input: Any
+    """The input before the edit."""
+    new_input: Any
+    """The input after the edit."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "mode": self.edit.mode,
+            "modification": self.edit.value,
+            "original_input": self.original_input,
+            "input": self.new_input,
+        }
+
+
+@dataclass(frozen=True)
 class ForkResult:
     """A fork as written."""
 
@@ -70,14 +95,8 @@ class ForkResult:
     parent_trace_id: str
     forked_from_step: int
     step_count: int
-    target: EditTarget
-    """What the edit applied to: the trace's input (N = 1) or step N's input."""
-    edit: InputEdit | None
-    """The edit applied (``None``: an unmodified copy up to step N)."""
-    original_input: Any
-    """The input before the edit."""
-    new_input: Any
-    """The input after the edit."""
+    edits: tuple[AppliedEdit, ...]
+    """The edits applied, trace input first (empty: an unmodified copy up to step N)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,20 +105,19 @@ class ForkResult:
             "forked_from_step": self.forked_from_step,
             "step_count": self.step_count,
             "status": "forked",
-            "target": self.target,
-            "mode": self.edit.mode if self.edit else None,
-            "modification": self.edit.value if self.edit else None,
-            "original_input": self.original_input,
-            "input": self.new_input,
+            "edits": [e.to_json() for e in self.edits],
         }
 
 
 # --- the edit ---------------------------------------------------------------------------------
 
 
-def parse_modification(text: str, *, allow_file: bool = True) -> Any:
-    """Parse ``--modify-input``: JSON text, or (``allow_file``) ``@path`` to read it from a
-    file. No JSON value starts with ``@``, so the two never clash.
+def parse_modification(
+    text: str, *, allow_file: bool = True, source: str = "--modify-input"
+) -> Any:
+    """Parse an edit given on the command line (``source``: the option's name): JSON text, or
+    (``allow_file``) ``@path`` to read it from a file. No JSON value starts with ``@``, so the
+    two never clash.
 
     The TUI's fork editor calls this on every keystroke for live validation (with
     ``allow_file=False``: typing must never read files).
@@ -109,14 +127,14 @@ def parse_modification(text: str, *, allow_file: bool = True) -> Any:
     """
     from agent_replay.trace.io import loads
 
-    source = "--modify-input"
+    option = source
     if allow_file and text.startswith("@"):
         path = Path(text[1:]).expanduser()
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--modify-input {text}: cannot read {path}: {exc}") from None
-        source = f"--modify-input {path}"
+            raise UsageError(f"{option} {text}: cannot read {path}: {exc}") from None
+        source = f"{option} {path}"
     if not text.strip():
         raise UsageError(f"{source}: empty; expected a JSON value such as '{{\"key\": 1}}'")
     try:
@@ -124,7 +142,7 @@ def parse_modification(text: str, *, allow_file: bool = True) -> Any:
     except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
         raise UsageError(
             f"{source} is not valid JSON: {exc}",
-            hints=['quote the JSON for your shell: --modify-input \'{"query": "new"}\''],
+            hints=[f'quote the JSON for your shell: {option} \'{{"query": "new"}}\''],
         ) from None
 
 
@@ -154,15 +172,13 @@ def apply_edit(original: Any, edit: InputEdit | None) -> Any:
 
 
 def fork_point_input(trace: dict[str, Any], from_step: int) -> Any:
-    """The input an edit at ``from_step`` starts from: the trace's input for step 1, else that
-    step's input (what the fork editor pre-fills).
+    """The input a step edit at ``from_step`` starts from: that step's input (what the fork
+    editor pre-fills).
 
     Raises:
         UsageError: no such step (see ``check_fork_step``).
     """
     check_fork_step(trace, from_step)
-    if from_step == 1:
-        return trace.get("input")
     step = next(s for s in trace["steps"] if s["step_number"] == from_step)
     return step.get("input")
 
@@ -185,11 +201,37 @@ def check_fork_step(trace: dict[str, Any], from_step: int) -> None:
         raise UsageError(f"trace {trace.get('id')} has no step {from_step}")
 
 
+def planned_edits(
+    trace: dict[str, Any],
+    from_step: int,
+    step_edit: InputEdit | None,
+    trace_edit: InputEdit | None,
+) -> tuple[AppliedEdit, ...]:
+    """The edits a fork of ``trace`` at ``from_step`` applies, trace input first.
+
+    Raises:
+        UsageError: ``from_step`` is not a step of ``trace``.
+    """
+    edits = []
+    if trace_edit is not None:
+        original = trace.get("input")
+        edits.append(
+            AppliedEdit("trace_input", trace_edit, original, apply_edit(original, trace_edit))
+        )
+    if step_edit is not None:
+        original = fork_point_input(trace, from_step)
+        edits.append(
+            AppliedEdit("step_input", step_edit, original, apply_edit(original, step_edit))
+        )
+    return tuple(edits)
+
+
 def build_fork(
     parent: dict[str, Any],
     from_step: int,
     edit: InputEdit | None = None,
     *,
+    trace_edit: InputEdit | None = None,
     tags: list[str] | tuple[str, ...] = (),
     clock: Clock | None = None,
 ) -> dict[str, Any]:
@@ -198,7 +240,8 @@ def build_fork(
     Args:
         parent: the full trace object to fork (``trace_json``), with its ``id``.
         from_step: the step to fork at (N, see the module doc).
-        edit: the change to the input at N, if any.
+        edit: the change to step N's input, if any.
+        trace_edit: the change to the fork's (trace) input, if any.
         tags: the fork's tags.
         clock: stamps ``metadata.fork.created_at``.
 
@@ -211,22 +254,25 @@ def build_fork(
     costs, _ = step_costs(parent)
     cost_by_number = {s["step_number"]: c for s, c in zip(parent["steps"], costs, strict=True)}
     known = [cost_by_number[s["step_number"]] for s in steps_in]
-    target: EditTarget = "trace_input" if from_step == 1 else "step_input"
+    applied = planned_edits(parent, from_step, edit, trace_edit)
+    new_input = {e.target: e.new_input for e in applied}
 
     steps: list[dict[str, Any]] = []
     for step in steps_in:
         copied = {k: copy.deepcopy(v) for k, v in step.items() if k not in _DROPPED_STEP_FIELDS}
-        if step["step_number"] == from_step and target == "step_input" and edit is not None:
-            copied["input"] = apply_edit(step.get("input"), edit)
+        if step["step_number"] == from_step and "step_input" in new_input:
+            copied["input"] = new_input["step_input"]
         steps.append(copied)
 
     fork: dict[str, Any] = {k: copy.deepcopy(parent.get(k)) for k in _COPIED_TRACE_FIELDS}
-    if target == "trace_input" and edit is not None:
-        fork["input"] = apply_edit(parent.get("input"), edit)
-    info: dict[str, Any] = {"from_step": from_step, "target": target, "created_at": now}
-    if edit is not None:
-        info["mode"] = edit.mode
-        info["modification"] = copy.deepcopy(edit.value)
+    if "trace_input" in new_input:
+        fork["input"] = new_input["trace_input"]
+    info: dict[str, Any] = {"from_step": from_step, "created_at": now}
+    if applied:
+        info["edits"] = [
+            {"target": e.target, "mode": e.edit.mode, "modification": copy.deepcopy(e.edit.value)}
+            for e in applied
+        ]
     fork.update(
         status="forked",
         ended_at=steps[-1].get("ended_at") if steps else None,
@@ -253,6 +299,7 @@ def fork_trace(
     from_step: int,
     edit: InputEdit | None = None,
     *,
+    trace_edit: InputEdit | None = None,
     tags: list[str] | tuple[str, ...] = (),
     clock: Clock | None = None,
 ) -> ForkResult:
@@ -262,7 +309,9 @@ def fork_trace(
         store: the store.
         trace_id: the parent's full id or a unique prefix.
         from_step: N, a step number of the parent.
-        edit: the change to the input at N (``None``: an unmodified copy of steps 1..N).
+        edit: the change to step N's input (``None`` and no ``trace_edit``: an unmodified copy
+            of steps 1..N).
+        trace_edit: the change to the fork's (trace) input.
         tags: the fork's tags.
         clock: stamps the fork's creation.
 
@@ -278,8 +327,7 @@ def fork_trace(
     from agent_replay.store.queries import resolve_trace_id, trace_json
 
     parent = trace_json(store, resolve_trace_id(store, trace_id))
-    original = fork_point_input(parent, from_step)
-    fork = build_fork(parent, from_step, edit, tags=tags, clock=clock)
+    fork = build_fork(parent, from_step, edit, trace_edit=trace_edit, tags=tags, clock=clock)
     written = ingest_trace(store, fork, clock=clock)
     assert written.id is not None
     return ForkResult(
@@ -287,8 +335,5 @@ def fork_trace(
         parent_trace_id=parent["id"],
         forked_from_step=from_step,
         step_count=len(written.steps),
-        target="trace_input" if from_step == 1 else "step_input",
-        edit=edit,
-        original_input=original,
-        new_input=apply_edit(original, edit),
+        edits=planned_edits(parent, from_step, edit, trace_edit),
     )

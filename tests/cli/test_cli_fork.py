@@ -1,6 +1,7 @@
 """``agent-replay fork ID --from-step N``: prints the fork's full id; ``list`` marks it ⑂;
-``diff`` against the parent shows exactly the edit; bad JSON and a step out of range are usage
-errors (exit 2) naming the problem."""
+``--modify-input`` edits the fork's (trace) input, ``--modify-step-input`` step N's; ``diff``
+against the parent shows exactly the edit; bad JSON and a step out of range are usage errors
+(exit 2) naming the problem."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def demo(cli: Run) -> None:
 
 def test_fork_prints_the_full_id(cli: Run, demo: None, db: Run) -> None:
     """stdout is exactly the new id; stderr says what was forked and how to compare."""
-    result = cli("fork", "demo5", "--from-step", "6", "--modify-input", '{"timeout_s": 120}')
+    result = cli("fork", "demo5", "--from-step", "6", "--modify-step-input", '{"timeout_s": 120}')
     assert result.code == 0, result.err
     fork_id = result.out.strip()
     assert re.fullmatch(r"trc_[A-Za-z0-9_-]+", fork_id)
@@ -49,7 +50,7 @@ def test_list_shows_the_fork(cli: Run, demo: None) -> None:
 def test_diff_against_the_parent_shows_exactly_the_edit(cli: Run, demo: None) -> None:
     """Five matched steps, step 6 changed in input.timeout_s only, nothing else."""
     edit = '{"timeout_s": 120}'
-    fork_id = cli("fork", REGRESSED, "--from-step", "6", "--modify-input", edit).out.strip()
+    fork_id = cli("fork", REGRESSED, "--from-step", "6", "--modify-step-input", edit).out.strip()
     payload = cli("diff", REGRESSED, fork_id, "--json").json()
     assert payload["counts"] == {"matched": 5, "changed": 1, "inserted": 0, "deleted": 0}
     assert payload["trace_differences"] == []
@@ -63,16 +64,63 @@ def test_diff_against_the_parent_shows_exactly_the_edit(cli: Run, demo: None) ->
     assert "First divergence: A#6 / B#6 tool_call run_sql: changed input" in text
 
 
-def test_fork_at_step_1_edits_the_trace_input(cli: Run, demo: None) -> None:
-    """N = 1: the diff shows only the trace input."""
-    edit = '{"question": "And Q2?"}'
-    fork_id = cli("fork", GOOD, "--from-step", "1", "--modify-input", edit).out.strip()
-    payload = cli("diff", GOOD, fork_id, "--json").json()
+FLIGHT = {
+    "id": "trc_flight",
+    "agent_name": "travel-agent",
+    "input": {"task": "book a flight"},
+    "steps": [
+        {"step_number": 1, "step_type": "thought", "name": "plan", "input": {"goal": "flight"}},
+        {"step_number": 2, "step_type": "tool_call", "name": "search", "input": {"q": "LIS"}},
+        {"step_number": 3, "step_type": "output", "name": "reply", "output": "booked"},
+    ],
+}
+
+
+def test_the_readmes_fork_example_changes_the_runs_input(cli: Run, tmp_path: Path) -> None:
+    """``fork <id> --from-step 2 --modify-input '{"task":"revised prompt"}'`` changes the
+    fork's input ({"task": ...} is the trace format's input); step 2 stays as recorded."""
+    path = tmp_path / "flight.json"
+    path.write_text(json.dumps(FLIGHT), encoding="utf-8")
+    assert cli("ingest", path).code == 0
+    result = cli(
+        "fork", "trc_flight", "--from-step", "2", "--modify-input", '{"task":"revised prompt"}'
+    )
+    assert result.code == 0, result.err
+    assert "trace input merged" in result.err
+    fork = cli("show", result.out.strip(), "--json").json()
+    assert fork["input"] == {"task": "revised prompt"}
+    assert [s["input"] for s in fork["steps"]] == [{"goal": "flight"}, {"q": "LIS"}]
+    payload = cli("diff", "trc_flight", fork["id"], "--json").json()
     assert payload["first_divergence"]["where"] == "input"
     assert [(d["path"], d["b"]) for d in payload["trace_differences"]] == [
-        ("input.question", "And Q2?")
+        ("input.task", "revised prompt")
     ]
     assert payload["counts"]["changed"] == 0
+
+
+def test_modify_step_input_edits_step_n_and_both_flags_combine(cli: Run, tmp_path: Path) -> None:
+    path = tmp_path / "flight.json"
+    path.write_text(json.dumps(FLIGHT), encoding="utf-8")
+    assert cli("ingest", path).code == 0
+    result = cli(
+        "fork",
+        "trc_flight",
+        "--from-step",
+        "2",
+        "--modify-input",
+        '{"task": "book a train"}',
+        "--modify-step-input",
+        '{"q": "OPO"}',
+        "--json",
+    )
+    assert result.code == 0, result.err
+    payload = result.json()
+    assert [(e["target"], e["input"]) for e in payload["edits"]] == [
+        ("trace_input", {"task": "book a train"}),
+        ("step_input", {"q": "OPO"}),
+    ]
+    fork = cli("show", payload["id"], "--json").json()
+    assert fork["input"] == {"task": "book a train"} and fork["steps"][1]["input"] == {"q": "OPO"}
 
 
 def test_fork_replace_and_json(cli: Run, demo: None, tmp_path: Path) -> None:
@@ -80,13 +128,14 @@ def test_fork_replace_and_json(cli: Run, demo: None, tmp_path: Path) -> None:
     edit = tmp_path / "input.json"
     edit.write_text('{"sql": "SELECT 1"}', encoding="utf-8")
     result = cli(
-        "fork", GOOD, "--from-step", "6", "--replace", "--modify-input", f"@{edit}", "--json"
+        "fork", GOOD, "--from-step", "6", "--replace", "--modify-step-input", f"@{edit}", "--json"
     )
     assert result.code == 0, result.err
     payload = result.json()
-    assert payload["input"] == {"sql": "SELECT 1"}
-    assert payload["original_input"]["timeout_s"] == 30
-    assert (payload["mode"], payload["target"], payload["status"]) == (
+    (applied,) = payload["edits"]
+    assert applied["input"] == {"sql": "SELECT 1"}
+    assert applied["original_input"]["timeout_s"] == 30
+    assert (applied["mode"], applied["target"], payload["status"]) == (
         "replace",
         "step_input",
         "forked",
@@ -106,6 +155,7 @@ def test_fork_tags(cli: Run, demo: None) -> None:
     [
         (["--from-step", "2", "--modify-input", "{bad"], "--modify-input is not valid JSON"),
         (["--from-step", "2", "--modify-input", ""], "--modify-input: empty"),
+        (["--from-step", "2", "--modify-step-input", "[1"], "--modify-step-input is not valid"),
         (["--from-step", "9"], "--from-step 9 is out of range: trace trc_demo4goodrun has"),
         (["--from-step", "0"], "Invalid value for '--from-step'"),
         (["--from-step", "2", "--replace"], "--replace needs --modify-input"),

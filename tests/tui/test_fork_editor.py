@@ -74,19 +74,15 @@ async def test_F_in_the_timeline_opens_the_editor_at_the_selected_step(seeded_st
         assert _editor(app).has_focus
 
 
-async def test_step_1_holds_the_trace_input(seeded_store, tui) -> None:
-    """Forking at step 1 changes the run's input, so the editor holds the trace's input."""
+async def test_step_1_holds_its_own_input(seeded_store, tui) -> None:
+    """The editor edits the step's input (``fork --modify-step-input``), step 1 included."""
     app = tui(seeded_store)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         await _open_editor(pilot, step=None)
         assert app.screen.step == 1
-        assert loads(_editor(app).text) == {
-            "question": "What was our total revenue by region last quarter?",
-            "database": "warehouse",
-            "output_format": "table",
-        }
-        assert "The trace's input" in str(_editor(app).border_title)
+        assert loads(_editor(app).text) == app.screen._trace["steps"][0]["input"]
+        assert "Step 1's input" in str(_editor(app).border_title)
 
 
 async def test_picking_another_step_loads_its_input_and_keeps_drafts(seeded_store, tui) -> None:
@@ -216,7 +212,9 @@ async def test_editing_a_step_input_saves_a_fork_and_lands_on_its_diff(seeded_st
         assert fork["parent_trace_id"] == GOOD and fork["forked_from_step"] == RUN_SQL
         assert fork["status"] == "forked" and len(fork["steps"]) == RUN_SQL
         assert fork["steps"][-1]["input"]["timeout_s"] == 120
-        assert fork["metadata"]["fork"]["mode"] == "merge"
+        (recorded,) = fork["metadata"]["fork"]["edits"]
+        assert (recorded["target"], recorded["mode"]) == ("step_input", "merge")
+        assert recorded["modification"]["timeout_s"] == 120  # the whole edited input, merged
 
         screen = app.screen
         assert isinstance(screen, DiffScreen)
@@ -229,8 +227,8 @@ async def test_editing_a_step_input_saves_a_fork_and_lands_on_its_diff(seeded_st
         assert [(d.path, d.a, d.b) for d in changed.differences] == [("input.timeout_s", 30, 120)]
 
 
-async def test_a_fork_at_step_1_changes_the_trace_input(seeded_store, tui) -> None:
-    """At step 1 the edit goes to the trace's input; the diff shows it on its first line."""
+async def test_a_fork_at_step_1_changes_step_1s_input(seeded_store, tui) -> None:
+    """At step 1 the edit goes to step 1's input; the diff shows step 1 changed."""
     app = tui(seeded_store)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -240,8 +238,10 @@ async def test_a_fork_at_step_1_changes_the_trace_input(seeded_store, tui) -> No
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, DiffScreen) and screen.diff is not None
-        assert [d.path for d in screen.diff.trace_differences] == ["input.database"]
-        assert screen.view.rows[0].trace_part == "input"
+        assert screen.diff.trace_differences == []
+        (changed,) = [p for p in screen.diff.pairs if p.kind == "changed"]
+        assert changed.a_number == 1
+        assert [d.path for d in changed.differences] == ["input.database"]
 
 
 async def test_a_step_the_trace_lacks_falls_back_to_the_first(seeded_store, tui) -> None:

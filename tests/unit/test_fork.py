@@ -1,6 +1,6 @@
-"""The fork service: a first-class trace holding the steps before N and step N with its input
-edited (merged or replaced; N = 1 edits the trace input), written through ingest — and a diff
-of the fork against its parent shows exactly the edit."""
+"""The fork service: a first-class trace holding the steps before N and step N, with the fork's
+trace input and/or step N's input edited (merged or replaced), written through ingest — and a
+diff of the fork against its parent shows exactly the edits."""
 
 from __future__ import annotations
 
@@ -99,9 +99,11 @@ def test_fork_keeps_parent_steps_and_edits_step_n(demo: Store, clock: FixedClock
         }
     assert fork["steps"][5]["input"] == {**parent["steps"][5]["input"], "timeout_s": 120}
     assert fork["steps"][5]["error"] == parent["steps"][5]["error"]  # all else as recorded
-    assert result.original_input == parent["steps"][5]["input"]
-    assert result.new_input == fork["steps"][5]["input"]
-    assert result.target == "step_input" and result.step_count == 6
+    assert fork["input"] == parent["input"]
+    (applied,) = result.edits
+    assert applied.original_input == parent["steps"][5]["input"]
+    assert applied.new_input == fork["steps"][5]["input"]
+    assert applied.target == "step_input" and result.step_count == 6
 
 
 def test_fork_steps_get_fresh_ids_and_the_fork_its_own(demo: Store, clock: FixedClock) -> None:
@@ -120,11 +122,7 @@ def test_fork_drops_tags_session_output_and_evals(demo: Store, clock: FixedClock
     assert fork["tags"] == ["what-if"]
     assert fork["session_id"] is None and fork["output"] is None and fork["evals"] == []
     info = fork["metadata"]["fork"]
-    assert info == {
-        "from_step": 3,
-        "target": "step_input",
-        "created_at": "2026-06-01T12:00:00.000Z",
-    }
+    assert info == {"from_step": 3, "created_at": "2026-06-01T12:00:00.000Z"}
     assert fork["metadata"]["ci_run"] == "nightly-1188"  # the parent's metadata is kept
     assert fork["started_at"] == trace_json(demo, GOOD_RUN_ID)["started_at"]
     assert fork["ended_at"] == fork["steps"][-1]["ended_at"]
@@ -141,16 +139,52 @@ def test_fork_cost_is_the_copied_steps_share(demo: Store, clock: FixedClock) -> 
     assert early["total_cost_usd"] == 0.0  # plan and get_schema used no tokens
 
 
-def test_fork_at_step_1_edits_the_trace_input(demo: Store, clock: FixedClock) -> None:
-    """N = 1: the trace input is merged with the edit; step 1 stays as recorded."""
+@pytest.mark.parametrize("from_step", [1, 4])
+def test_a_trace_edit_changes_the_forks_input_at_any_step(
+    demo: Store, clock: FixedClock, from_step: int
+) -> None:
+    """The trace input is merged with the edit; the steps stay as recorded."""
     edit = InputEdit({"question": "And the quarter before?"})
-    result = fork_trace(demo, GOOD_RUN_ID, 1, edit, clock=clock)
+    result = fork_trace(demo, GOOD_RUN_ID, from_step, trace_edit=edit, clock=clock)
     parent = trace_json(demo, GOOD_RUN_ID)
     fork = trace_json(demo, result.trace_id)
     assert fork["input"] == {**parent["input"], "question": "And the quarter before?"}
-    assert fork["steps"][0]["input"] == parent["steps"][0]["input"]
-    assert result.target == "trace_input"
-    assert fork["metadata"]["fork"]["modification"] == edit.value
+    for mine, theirs in zip(fork["steps"], parent["steps"], strict=False):
+        assert mine["input"] == theirs["input"]
+    assert [e.target for e in result.edits] == ["trace_input"]
+    assert fork["metadata"]["fork"]["edits"] == [
+        {"target": "trace_input", "mode": "merge", "modification": edit.value}
+    ]
+
+
+def test_both_edits_at_once(demo: Store, clock: FixedClock) -> None:
+    """A trace-input edit and a step edit together, trace input first in the result."""
+    result = fork_trace(
+        demo,
+        REGRESSED_ID,
+        6,
+        InputEdit({"timeout_s": 120}),
+        trace_edit=InputEdit({"note": "retry"}),
+        clock=clock,
+    )
+    fork = trace_json(demo, result.trace_id)
+    assert fork["input"]["note"] == "retry" and fork["steps"][5]["input"]["timeout_s"] == 120
+    assert [e.target for e in result.edits] == ["trace_input", "step_input"]
+    assert [e["target"] for e in fork["metadata"]["fork"]["edits"]] == [
+        "trace_input",
+        "step_input",
+    ]
+
+
+def test_a_step_edit_at_step_1_edits_step_1(demo: Store, clock: FixedClock) -> None:
+    """The step edit always targets step N's input, step 1 included; the trace input stays."""
+    parent = trace_json(demo, GOOD_RUN_ID)
+    result = fork_trace(demo, GOOD_RUN_ID, 1, InputEdit({"extra": True}), clock=clock)
+    fork = trace_json(demo, result.trace_id)
+    assert fork["input"] == parent["input"]
+    assert fork["steps"][0]["input"] == apply_edit(
+        parent["steps"][0]["input"], InputEdit({"extra": True})
+    )
 
 
 def test_fork_rejects_a_step_the_trace_does_not_have(demo: Store, clock: FixedClock) -> None:
@@ -181,9 +215,9 @@ def test_fork_rejects_a_gap_in_the_step_numbers(store: Store, clock: FixedClock)
 
 
 def test_fork_point_input_prefills_the_editor(demo: Store) -> None:
-    """What an editor starts from: the trace input at 1, else the step's input."""
+    """What the editor starts from: the step's own input, step 1 included."""
     parent = trace_json(demo, GOOD_RUN_ID)
-    assert fork_point_input(parent, 1) == parent["input"]
+    assert fork_point_input(parent, 1) == parent["steps"][0]["input"]
     assert fork_point_input(parent, 2) == {"tables": ["orders", "regions"]}
 
 
@@ -226,7 +260,8 @@ def test_diff_against_the_parent_shows_exactly_the_edit(
 
 def test_diff_of_a_step_1_fork_shows_only_the_trace_input(demo: Store, clock: FixedClock) -> None:
     """N = 1: every compared step matches; the only difference is the trace input."""
-    result = fork_trace(demo, GOOD_RUN_ID, 1, InputEdit({"question": "Q2?"}), clock=clock)
+    edit = InputEdit({"question": "Q2?"})
+    result = fork_trace(demo, GOOD_RUN_ID, 1, trace_edit=edit, clock=clock)
     diff = diff_stored(demo, GOOD_RUN_ID, result.trace_id)
     assert [p.kind for p in diff.pairs] == ["matched"]
     assert [(d.path, d.b) for d in diff.trace_differences] == [("input.question", "Q2?")]
