@@ -36,6 +36,7 @@ from peewee import (
 
 from agent_replay.errors import StoreError
 from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir
+from agent_replay.store.handles import MEMORY, as_database, memory_database
 
 BUSY_TIMEOUT_S = 15.0
 
@@ -186,7 +187,8 @@ class Store:
 
     @property
     def target(self) -> str:
-        """What ``open_store`` takes to open this store again (in another process too)."""
+        """What ``open_store`` takes to open this store again (in another process too; empty
+        for a store on a handle or in memory, which no other process can open)."""
         if self.url is not None:
             return self.url
         return str(self.path) if self.path is not None else ""
@@ -194,7 +196,9 @@ class Store:
     @property
     def label(self) -> str:
         """The store for messages: its file, or its URL with the password masked."""
-        return mask_url(self.url) if self.url is not None else str(self.path)
+        if self.url is not None:
+            return mask_url(self.url)
+        return str(self.path) if self.path is not None else "(in memory or a handle)"
 
     @property
     def param(self) -> str:
@@ -247,13 +251,12 @@ def _db_file(path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def open_store(
-    target: str | os.PathLike[str], *, create: bool = True, migrate: bool = True
-) -> Store:
+def open_store(target: StoreTarget, *, create: bool = True, migrate: bool = True) -> Store:
     """Open (and by default create and migrate) a store.
 
     Args:
-        target: a store directory, a SQLite file, or a ``postgresql://`` URL.
+        target: a store directory, a SQLite file, ``":memory:"``, a ``postgresql://`` URL, a
+            ``sqlite3`` connection or a peewee database (see ``ensure_database``).
         create: create a missing store (a file, or the URL's schema and tables).
         migrate: bring the schema up to date.
 
@@ -261,6 +264,10 @@ def open_store(
         StoreError: the store is missing (``create=False``), not a database, newer than this
             build, or its server can't be reached (with a hint).
     """
+    if isinstance(target, sqlite3.Connection | Database):
+        return _open_handle(target, migrate=migrate)
+    if target == MEMORY:
+        return _open_handle(MEMORY, migrate=migrate)
     if is_db_url(target):
         return _open_postgres(str(target), create=create, migrate=migrate)
     file = _db_file(target)
@@ -291,6 +298,23 @@ def open_store(
     except DB_ERRORS as exc:
         db.close()
         raise StoreError(f"cannot open the store at {file}: {exc}") from exc
+    return store
+
+
+def _open_handle(target: str | sqlite3.Connection | Database, *, migrate: bool) -> Store:
+    """A store on ``":memory:"`` or on a handle the caller holds."""
+    try:
+        database = (
+            memory_database(PRAGMAS) if isinstance(target, str) else as_database(target, PRAGMAS)
+        )
+        database.connect(reuse_if_open=True)
+        store = Store(database)
+        if migrate:
+            from agent_replay.store.migrations import run_migrations
+
+            run_migrations(store)
+    except DB_ERRORS as exc:
+        raise StoreError(f"cannot open the store on {target!r}: {_first_line(exc)}") from exc
     return store
 
 
@@ -405,10 +429,18 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def ensure_database(target: str | os.PathLike[str]) -> Store:
+StoreTarget = str | os.PathLike[str] | sqlite3.Connection | Database
+"""What a store can be opened on: a directory, a ``.db`` file, ``":memory:"``, a
+``postgresql://`` URL, or a handle the caller holds (a ``sqlite3`` connection, a peewee
+database)."""
+
+
+def ensure_database(target: StoreTarget) -> Store:
     """Create the store at ``target`` if needed and migrate it.
 
-    ``target`` is a directory, a ``.db`` file, or a ``postgresql://`` URL. This is the library
+    ``target`` is a directory, a ``.db`` file, ``":memory:"`` (a private in-memory store, gone
+    when closed), a ``postgresql://`` URL, or a handle the caller holds: a ``sqlite3``
+    connection (closing the store leaves it open) or a peewee database. This is the library
     entry point: ``db = ensure_database(".agent-replay")``.
     """
     return open_store(target, create=True, migrate=True)

@@ -14,12 +14,14 @@ index, the arrival sequence), a migration branches on the backend (``_is_sqlite`
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from peewee import Database, IntegerField, TextField
 
 from agent_replay.errors import StoreError
+from agent_replay.store.handles import as_database
 from agent_replay.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:  # a Store wraps a Database; db.py imports this module at run time
@@ -418,11 +420,13 @@ def pending(db: Database) -> list[str]:
     return [name for name, _ in MIGRATIONS if name not in set(applied)]
 
 
-def run_migrations(db: Database | Store, *, upto: int | None = None) -> list[str]:
+def run_migrations(
+    db: Database | Store | sqlite3.Connection, *, upto: int | None = None
+) -> list[str]:
     """Apply every pending migration (or those up to number ``upto``) in one transaction.
 
     Args:
-        db: a peewee database or a ``Store``.
+        db: a ``Store``, a peewee database or a ``sqlite3`` connection (left open).
         upto: stop after this many migrations in total (tests build old-shaped stores with it).
 
     Returns:
@@ -431,7 +435,12 @@ def run_migrations(db: Database | Store, *, upto: int | None = None) -> list[str
     Raises:
         StoreError: the store is newer than this build.
     """
-    database = db if isinstance(db, Database) else db.db  # a Store wraps its database
+    if isinstance(db, Database | sqlite3.Connection):
+        from agent_replay.store.db import PRAGMAS  # deferred: db.py imports this module
+
+        database = as_database(db, PRAGMAS)
+    else:
+        database = db.db  # a Store wraps its database
     wanted = MIGRATIONS[: upto if upto is not None else LATEST]
     if _is_sqlite(database) and _user_version(database) == len(wanted) and upto is None:
         return []  # fast path on every open: one pragma read
