@@ -186,3 +186,19 @@ def test_every_subcommand_has_help_with_examples(cli: Run, sub: str) -> None:
     result = cli("config", sub, "--help")
     assert result.code == 0
     assert f"agent-replay config {sub}" in result.out.split("Examples:", 1)[1]
+
+
+@pytest.mark.parametrize("content_type", ["text/html", "application/json"])
+def test_test_ai_with_a_200_html_reply_exits_1_naming_it(
+    cli: Run, fake: FakeAI, monkeypatch: pytest.MonkeyPatch, content_type: str
+) -> None:
+    from aifake import Reply
+
+    point_sdks_at(monkeypatch, fake, "anthropic")
+    fake.queue(Reply(raw=b"<html>captive portal</html>", content_type=content_type))
+    result = cli("config", "test-ai", "--json")
+    assert result.code == 1
+    error = result.json()
+    assert error["ok"] is False
+    assert "answered 200 with a body that is not JSON" in error["error"]
+    assert "unexpected" not in result.err

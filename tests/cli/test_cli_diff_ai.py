@@ -80,3 +80,20 @@ def test_fork_rerun_records_the_models_new_reply(
 def test_fork_rerun_refuses_step_one(cli: Run, demo: None) -> None:
     """--rerun at step 1 (the trace input) is a usage error."""
     assert cli("fork", "trc_demo1ungrounded", "--from-step", "1", "--rerun").code == 2
+
+
+def test_diff_ai_with_a_200_html_reply_keeps_the_diff(
+    cli: Run, demo: None, fake: FakeAI, monkeypatch
+) -> None:
+    """A proxy's HTML page instead of the API's JSON: the diff prints, the AI part fails with a
+    message naming the problem, exit 1, never "unexpected"."""
+    from aifake import Reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
+    fake.queue(Reply(raw=b"<html><h1>502 Bad Gateway</h1></html>", content_type="text/html"))
+    result = cli("diff", "trc_demo4goodrun", "trc_demo5regressed", "--ai")
+    assert result.code == 1
+    assert "inserted" in result.out  # the deterministic diff was printed
+    assert "answered 200 with a body that is not JSON" in result.err
+    assert "502 Bad Gateway" in result.err and "unexpected" not in result.err

@@ -293,3 +293,35 @@ def test_ai_eval_imports_only_the_sdk_it_uses_and_never_textual(demo: Path, fake
     result = probe(argv=argv, banned=("textual", "rich", "anthropic", "openai"), env=env)
     assert (result.code, result.loaded) == (0, []), result.stderr
     assert [r.provider for r in fake.requests] == ["google"]
+
+
+# --- a provider (or a proxy in front of it) answering 200 with HTML ----------------------------
+
+BAD_GATEWAY = b"<html><body><h1>502 Bad Gateway</h1>nginx</body></html>"
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "google", "openai"])
+@pytest.mark.parametrize("content_type", ["text/html", "application/json"])
+def test_a_200_with_html_fails_the_ai_eval_and_keeps_the_deterministic_results(
+    cli: Run,
+    demo: Path,
+    fake: FakeAI,
+    monkeypatch: pytest.MonkeyPatch,
+    db: Any,
+    provider: str,
+    content_type: str,
+) -> None:
+    """The AI evaluation fails with a message naming the problem (exit 1, no "unexpected");
+    the deterministic presets run before it are printed and stored all the same."""
+    point_sdks_at(monkeypatch, fake, provider)
+    for _ in AI_PRESETS:
+        fake.queue(Reply(raw=BAD_GATEWAY, content_type=content_type))
+    result = cli("eval", GOOD, "--ai", "--json")
+    assert result.code == 1, result.err
+    assert "unexpected" not in result.err + result.out
+    report = result.json()
+    assert {r["evaluator"] for r in report["results"]} >= {"safety-check", "completeness-check"}
+    (first, *_) = report["failures"]
+    assert "answered 200 with a body that is not JSON" in first["error"]
+    assert any("proxy or gateway" in hint for hint in first["hints"])
+    assert len(stored(db, GOOD)) == 3  # the deterministic results were kept

@@ -79,6 +79,10 @@ class Reply:
     """A stop reason other than the normal one (``max_tokens``, ``length``, ``MAX_TOKENS``)."""
     usage: bool = True
     """Whether the response reports token usage."""
+    raw: bytes | None = None
+    """Send this body as it is instead of a provider reply (a proxy's HTML page, say)."""
+    content_type: str = "application/json"
+    """The ``content-type`` of a ``raw`` body."""
 
 
 @dataclass
@@ -216,9 +220,9 @@ class FakeAI:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length) if length else b"{}"
                 status, body, headers = fake._answer(self.path, dict(self.headers), raw)
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", headers.pop("content-type", "application/json"))
                 self.send_header("content-length", str(len(data)))
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -256,7 +260,7 @@ class FakeAI:
 
     def _answer(
         self, path: str, headers: dict[str, str], raw: bytes
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+    ) -> tuple[int, dict[str, Any] | bytes, dict[str, str]]:
         lowered = {k.lower(): v for k, v in headers.items()}
         body = json.loads(raw or b"{}")
         if path.endswith("/v1/messages"):
@@ -277,6 +281,8 @@ class FakeAI:
         if key != self.key:
             return _auth_error(provider)
         reply = self._script.popleft() if self._script else Reply()
+        if reply.raw is not None:
+            return reply.status, reply.raw, {"content-type": reply.content_type}
         if reply.status != 200:
             return _http_error(provider, reply.status)
         text = reply.text if reply.text is not None else canned_text(request.task)

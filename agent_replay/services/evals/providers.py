@@ -301,6 +301,10 @@ class _AnthropicClient:
             raise _status_error("Anthropic", s, exc.status_code, _message(exc)) from None
         except sdk.APIConnectionError as exc:
             raise _connection_error("Anthropic", s, exc) from None
+        except ValueError:  # a JSON content type over a body that is not JSON
+            raise _not_json("Anthropic", s) from None
+        if not isinstance(reply, sdk.types.Message):  # the raw text of a non-JSON reply
+            raise _not_json("Anthropic", s, reply)
         latency = (time.monotonic() - started) * 1000
         text = "".join(
             getattr(block, "text", "") or ""
@@ -380,6 +384,10 @@ class _OpenAIClient:
             raise _status_error("OpenAI", s, exc.status_code, _message(exc)) from None
         except sdk.APIConnectionError as exc:
             raise _connection_error("OpenAI", s, exc) from None
+        except ValueError:  # a JSON content type over a body that is not JSON
+            raise _not_json("OpenAI", s) from None
+        if not isinstance(reply, sdk.types.chat.ChatCompletion):  # a non-JSON reply's text
+            raise _not_json("OpenAI", s, reply)
         latency = (time.monotonic() - started) * 1000
         choice = reply.choices[0] if reply.choices else None
         text = (choice.message.content or "") if choice is not None else ""
@@ -473,6 +481,8 @@ class _GoogleClient:
                     hints=_auth_hint(s),
                 ) from None
             raise _status_error("Google", s, code, message) from None
+        except ValueError:  # the SDK parses the body as JSON whatever its content type
+            raise _not_json("Google", s) from None
         except Exception as exc:  # the SDK lets httpx transport errors through unwrapped
             if _is_transport_error(exc):
                 raise _connection_error("Google", s, exc) from None
@@ -547,6 +557,26 @@ def _status_error(provider: str, s: AISettings, status: int | None, message: str
         scrub(f"{provider} API error {status}{attempts}: {message}", s),
         status=status,
         hints=_request_hints(s, status),
+    )
+
+
+def _not_json(provider: str, s: AISettings, body: Any = None) -> AIRequestError:
+    """A 200 whose body is not the API's JSON: a proxy, captive portal or gateway answered.
+
+    The SDKs either raise ``ValueError`` (a JSON content type over other text) or hand back
+    the raw text as the reply (``text/html``); both end here, as a failed call."""
+    where = s.base_url or "its default endpoint"
+    shown = ""
+    if isinstance(body, bytes | str):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        text = " ".join(text.split())
+        shown = f": {text[:120]!r}" if text else ": an empty body"
+    return AIRequestError(
+        scrub(f"the {provider} API at {where} answered 200 with a body that is not JSON{shown}", s),
+        hints=[
+            "a proxy or gateway in front of the API may have answered instead: check "
+            f"ai.base_urls.{s.provider} or the *_BASE_URL environment variables"
+        ],
     )
 
 
