@@ -94,11 +94,11 @@ def command(
     from agent_replay.clock import SystemClock
     from agent_replay.commands._common import emit_json, open_existing
     from agent_replay.errors import UsageError
-    from agent_replay.services.fork import InputEdit, fork_trace, parse_modification
+    from agent_replay.services.fork import EditMode, InputEdit, fork_trace, parse_modification
 
     if any(not tag.strip() for tag in tags):
         raise UsageError("--tag must not be blank")
-    mode = "replace" if replace else "merge"
+    mode: EditMode = "replace" if replace else "merge"
     trace_edit = step_edit = None
     if modify_input is not None:
         trace_edit = InputEdit(parse_modification(modify_input, source="--modify-input"), mode)

@@ -31,7 +31,7 @@ class HandedSqlite(SqliteDatabase):
 
     def _connect(self) -> sqlite3.Connection:
         self._handed.isolation_level = None  # peewee runs its own BEGIN ... COMMIT
-        self._add_conn_hooks(self._handed)
+        self._add_conn_hooks(self._handed)  # type: ignore[attr-defined]  # peewee's, untyped
         return self._handed
 
     def _close(self, conn: sqlite3.Connection) -> None:

@@ -298,9 +298,13 @@ async def test_s_swaps_the_sides(seeded_store, tui) -> None:
 
 
 async def test_a_different_trace_input_is_the_first_line(seeded_store, tui) -> None:
-    """A fork at step 1 changes the trace input: a `trace input` line comes first and is the
-    first divergence."""
-    fork_id = _fork(seeded_store, GOOD, 1, {"database": "staging"})
+    """A fork whose trace input changed (``--modify-input``): a `trace input` line comes first
+    and is the first divergence."""
+    store = seeded_store
+    store.db.connect(reuse_if_open=True)
+    edit = InputEdit({"database": "staging"})
+    fork_id = fork_trace(store, GOOD, 1, trace_edit=edit, clock=CLOCK).trace_id
+    store.close()
     app = tui(seeded_store)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
