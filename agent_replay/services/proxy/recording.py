@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
+from agent_replay.services.capture.hooks import DIALECTS
 from agent_replay.services.proxy.apis import (
     PRICE_PROVIDERS,
     ParsedRequest,
@@ -52,10 +53,7 @@ log = logging.getLogger("agent_replay.proxy")
 
 PROXY_FORMAT = "proxy"
 """``source_format`` of traces the proxy opens for a session that is not a harness's."""
-HARNESS_FORMATS = {
-    "claude": ("claude-code-hook", "claude-code-proxy"),
-    "codex": ("codex-hook", "codex-proxy"),
-}
+HARNESS_FORMATS = {key: d.formats for key, d in DIALECTS.items() if d.proxy_format}
 """Per hook dialect: the hook's ``source_format`` and the proxy's for the same sessions."""
 OWN_FORMATS = (PROXY_FORMAT, *(formats[1] for formats in HARNESS_FORMATS.values()))
 

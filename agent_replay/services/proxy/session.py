@@ -172,14 +172,11 @@ def client_process(
     if inode is None:
         return None
     target = f"socket:[{inode}]"
-    own = os.getpid()
     try:
         pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
     except OSError:
         return None
     for pid in pids:
-        if pid == own:
-            continue
         fd_dir = proc / str(pid) / "fd"
         try:
             fds = os.listdir(fd_dir)
