@@ -50,7 +50,7 @@ from agent_replay.services.proxy.session import (
     SESSION_HEADER,
     ClientProcess,
     Grouping,
-    client_process,
+    ProcessFinder,
     harness_session,
     session_key,
 )
@@ -146,6 +146,8 @@ class ProxyServer:
         self._runner: web.AppRunner | None = None
         self._client: ClientSession | None = None
         self._procs: dict[tuple[int, int], asyncio.Future[ClientProcess | None]] = {}
+        self._finder = ProcessFinder()
+        self._lookups: dict[int, asyncio.Future[ClientProcess | None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -256,6 +258,8 @@ class ProxyServer:
             request_headers={k: headers[k] for k in _RECORDED_REQUEST_HEADERS if k in headers},
             started_at=started,
         )
+        if process is not None:
+            self._lookups[id(ex)] = process
         departs, reason = True, None
         if self.replayer is not None and parsed is not None:
             decision = self.replayer.decide(where, parsed)
@@ -275,7 +279,8 @@ class ProxyServer:
         else:
             response = await self._forward(request, where, raw, ex, t0)
         if process is not None:
-            found = await process
+            self._lookups.pop(id(ex), None)
+            found = await process  # done by now (awaited before the response started)
             ex.session = session_key(
                 self.config.grouping, headers, parsed.body if parsed else None, found
             )
@@ -318,9 +323,17 @@ class ProxyServer:
                 self._procs.clear()
             loop = asyncio.get_running_loop()
             future = self._procs[key] = loop.run_in_executor(
-                None, client_process, int(peer[1]), int(self.config.port)
+                None, self._finder.find, int(peer[1]), int(self.config.port)
             )
         return future
+
+    async def _before_reply(self, ex: Exchange | None) -> None:
+        """Wait for the client-process look-up of this exchange, if one runs: until the client
+        has its reply it keeps the connection (and so the socket the look-up searches for)
+        open. It ran in parallel with the upstream's work, so this rarely waits."""
+        lookup = self._lookups.get(id(ex)) if ex is not None else None
+        if lookup is not None:
+            await asyncio.wait([lookup])
 
     async def _forward(
         self, request: web.Request, where: Route, raw: bytes, ex: Exchange | None, t0: float
@@ -359,6 +372,7 @@ class ProxyServer:
                 for k, v in upstream.headers.items():
                     if k.lower() not in _HOP_BY_HOP and k.lower() != "content-encoding":
                         response.headers.add(k, v)
+                await self._before_reply(ex)
                 length = upstream.headers.get("Content-Length")
                 if length is not None and "Content-Encoding" not in upstream.headers:
                     response.content_length = int(length)
@@ -405,6 +419,7 @@ class ProxyServer:
         )
         if not (ex.request and ex.request.stream):
             response.content_length = sum(len(c) for c in decision.chunks)
+        await self._before_reply(ex)
         await response.prepare(request)
         for chunk in decision.chunks:
             ex.chunks.append(chunk)
@@ -436,6 +451,7 @@ class ProxyServer:
             content_type="application/json",
             headers={"x-should-retry": "false"} if status == 409 else None,
         )
+        await self._before_reply(ex)
         if ex is not None:
             ex.status = status
             ex.chunks = [body]

@@ -161,21 +161,49 @@ def _claude_user_id_session(body: dict[str, Any]) -> str | None:
 # --- the client process (Linux) ----------------------------------------------------------------
 
 
+class ProcessFinder:
+    """Finds the process at the other end of a local connection (Linux ``/proc``).
+
+    ``find`` looks at the processes that were clients before first (a few descriptors), then
+    at every process: a full scan costs ~10 ms, so call it once per connection, off the event
+    loop. A client that closes its connection before the scan is not found.
+    """
+
+    def __init__(self, proc: Path = Path("/proc")) -> None:
+        self.proc = proc
+        self.known: dict[int, None] = {}
+
+    def find(self, peer_port: int, local_port: int) -> ClientProcess | None:
+        """The process owning the client end (``peer_port``) of a connection to
+        ``local_port``; ``None`` when not found (not Linux, another host, not permitted)."""
+        inode = _socket_inode(peer_port, local_port, self.proc)
+        if inode is None:
+            return None
+        target = f"socket:[{inode}]"
+        pid = _owner(target, list(self.known), self.proc)
+        if pid is None:
+            try:
+                pids = [int(p) for p in os.listdir(self.proc) if p.isdigit()]
+            except OSError:
+                return None
+            pid = _owner(target, [p for p in pids if p not in self.known], self.proc)
+        if pid is None:
+            return None
+        self.known[pid] = None
+        if len(self.known) > 64:
+            self.known.pop(next(iter(self.known)))
+        return _describe(pid, self.proc)
+
+
 def client_process(
     peer_port: int, local_port: int, proc: Path = Path("/proc")
 ) -> ClientProcess | None:
     """The process owning the client end (``peer_port``) of a connection to ``local_port``
-    on this host, from ``/proc/net/tcp{,6}`` and ``/proc/*/fd``; ``None`` when not found (not
-    Linux, another host, not permitted). A scan of every process's descriptors: call it once
-    per connection, off the event loop."""
-    inode = _socket_inode(peer_port, local_port, proc)
-    if inode is None:
-        return None
-    target = f"socket:[{inode}]"
-    try:
-        pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
-    except OSError:
-        return None
+    on this host (see ``ProcessFinder``)."""
+    return ProcessFinder(proc).find(peer_port, local_port)
+
+
+def _owner(target: str, pids: list[int], proc: Path) -> int | None:
     for pid in pids:
         fd_dir = proc / str(pid) / "fd"
         try:
@@ -185,7 +213,7 @@ def client_process(
         for fd in fds:
             try:
                 if os.readlink(fd_dir / fd) == target:
-                    return _describe(pid, proc)
+                    return pid
             except OSError:
                 continue
     return None
