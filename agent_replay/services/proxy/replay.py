@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from agent_replay.clock import Clock
 from agent_replay.errors import UsageError
-from agent_replay.services.proxy.apis import ApiKind, ParsedRequest, Route, override_chunks
+from agent_replay.services.proxy.apis import ParsedRequest, Route, override_chunks
 from agent_replay.services.proxy.recording import (
     Exchange,
     ServedMark,
@@ -374,8 +374,3 @@ class ForkSink:
 def served_mark(plan: ReplayPlan, decision: Serve) -> ServedMark:
     """The ``metadata.replay`` mark of a served exchange."""
     return ServedMark(plan.trace_id, decision.recorded.step_number, decision.override)
-
-
-def kind_of(recorded: Recorded) -> ApiKind | str:
-    """The API a recorded exchange used."""
-    return recorded.kind

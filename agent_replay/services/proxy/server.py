@@ -26,6 +26,7 @@ from typing import Any
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 from multidict import CIMultiDict
 
+from agent_replay.errors import UsageError
 from agent_replay.services.proxy.apis import (
     DEFAULT_UPSTREAMS,
     ParsedRequest,
@@ -38,8 +39,10 @@ from agent_replay.services.proxy.apis import (
 )
 from agent_replay.services.proxy.recording import Exchange, SessionTraces, Writer
 from agent_replay.services.proxy.replay import (
+    Decision,
     ForkSink,
     Live,
+    Refuse,
     Replayer,
     ReplayPlan,
     Serve,
@@ -262,7 +265,10 @@ class ProxyServer:
             self._lookups[id(ex)] = process
         departs, reason = True, None
         if self.replayer is not None and parsed is not None:
-            decision = self.replayer.decide(where, parsed)
+            try:
+                decision: Decision = self.replayer.decide(where, parsed)
+            except UsageError as exc:  # an --override that doesn't fit this API
+                decision = Refuse(f"agent-replay proxy: {exc}")
             reason = self.replayer.ended
             if isinstance(decision, Serve):
                 assert self.config.replay is not None
