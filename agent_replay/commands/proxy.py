@@ -157,6 +157,9 @@ def command(
     if ended:
         say(f"ended {len(ended)} trace(s) left running by a proxy that exited: {', '.join(ended)}")
     warm_up()
+    # The writer thread (validation, redaction, SQL: pure Python) shares the GIL with the event
+    # loop; at the default 5 ms switch interval a chunk arriving mid-write waits up to 5 ms.
+    sys.setswitchinterval(0.0005)
     config = ProxyConfig(
         host=host,
         port=port,
