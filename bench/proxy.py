@@ -47,8 +47,9 @@ UPSTREAM = r"""
 import json, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 EVENTS, GAP = int(sys.argv[1]), float(sys.argv[2]) / 1000
-MESSAGE = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-3-5-haiku-20241022",
-    "content": [{"type": "text", "text": "x" * 800}], "stop_reason": "end_turn", "stop_sequence": None,
+MESSAGE = json.dumps({"id": "msg_1", "type": "message", "role": "assistant",
+    "model": "claude-3-5-haiku-20241022", "content": [{"type": "text", "text": "x" * 800}],
+    "stop_reason": "end_turn", "stop_sequence": None,
     "usage": {"input_tokens": 100, "output_tokens": 200}}).encode()
 
 class H(BaseHTTPRequestHandler):
@@ -232,8 +233,8 @@ def main() -> int:
     added_request = req_proxy - req_direct
     added_chunk = chunk_proxy - chunk_direct
     print(
-        f"plain requests: {len(plain['direct'])} per side; streams: {per_round[1] * args.rounds} per side x "
-        f"{args.events} events ({len(chunks['proxy'])} proxied events timed)"
+        f"plain requests: {len(plain['direct'])} per side; streams: "
+        f"{per_round[1] * args.rounds} per side x {args.events} events ({len(chunks['proxy'])} proxied events timed)"
     )
     print(f"{'':24}{'direct':>10}{'proxy':>10}{'added':>10}")
     print(f"{'request median (ms)':24}{req_direct:10.2f}{req_proxy:10.2f}{added_request:10.2f}")
@@ -251,10 +252,12 @@ def main() -> int:
     ok_request = added_request <= GOAL_REQUEST_MS
     ok_chunk = added_chunk <= GOAL_CHUNK_MS
     print(
-        f"added per request {added_request:.2f} ms (goal <= {GOAL_REQUEST_MS}): {'PASS' if ok_request else 'MISS'}"
+        f"added per request {added_request:.2f} ms (goal <= {GOAL_REQUEST_MS}): "
+        f"{'PASS' if ok_request else 'MISS'}"
     )
     print(
-        f"added per chunk {added_chunk:.3f} ms (goal <= {GOAL_CHUNK_MS}): {'PASS' if ok_chunk else 'MISS'}"
+        f"added per chunk {added_chunk:.3f} ms (goal <= {GOAL_CHUNK_MS}): "
+        f"{'PASS' if ok_chunk else 'MISS'}"
     )
     if steps != expected:
         print("MISS: not every exchange was recorded", err[-500:])

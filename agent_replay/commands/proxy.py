@@ -237,8 +237,8 @@ def command(
     say(summary)
     if server.fork_id:
         say(
-            f"re-run recorded as fork {server.fork_id} "
-            f"(`agent-replay diff {plan.trace_id if plan else ''} {server.fork_id}` shows what changed)"
+            f"re-run recorded as fork {server.fork_id} (`agent-replay diff "
+            f"{plan.trace_id if plan else ''} {server.fork_id}` shows what changed)"
         )
     for trace_id in server.ended:
         say(f"trace {trace_id} ended")
