@@ -234,7 +234,8 @@ def main() -> int:
     added_chunk = chunk_proxy - chunk_direct
     print(
         f"plain requests: {len(plain['direct'])} per side; streams: "
-        f"{per_round[1] * args.rounds} per side x {args.events} events ({len(chunks['proxy'])} proxied events timed)"
+        f"{per_round[1] * args.rounds} per side x {args.events} events "
+        f"({len(chunks['proxy'])} proxied events timed)"
     )
     print(f"{'':24}{'direct':>10}{'proxy':>10}{'added':>10}")
     print(f"{'request median (ms)':24}{req_direct:10.2f}{req_proxy:10.2f}{added_request:10.2f}")
