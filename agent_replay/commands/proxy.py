@@ -151,8 +151,12 @@ def command(
     plan = None
     if replay_trace is not None:
         plan = load_plan(
-            store, replay_trace, until_step=until_step, then=then, overrides=list(overrides)
-        )  # type: ignore[arg-type]
+            store,
+            replay_trace,
+            until_step=until_step,
+            then="fail" if then == "fail" else "live",
+            overrides=list(overrides),
+        )
     ended = end_orphans(store, redact=not no_redact)
     if ended:
         say(f"ended {len(ended)} trace(s) left running by a proxy that exited: {', '.join(ended)}")

@@ -24,6 +24,7 @@ departure point, so ``agent-replay diff TRACE FORK`` shows what changed.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -153,7 +154,7 @@ def load_plan(
     *,
     until_step: int | None,
     then: Then,
-    overrides: list[str] = (),  # type: ignore[assignment]
+    overrides: Sequence[str] = (),
 ) -> ReplayPlan:
     """Read what ``--replay TRACE`` serves.
 
