@@ -57,6 +57,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Record a Claude Code / Codex / Gemini CLI hook payload.",
     ),
     "otel": ("agent_replay.commands.otel", "Receive OpenTelemetry (OTLP/HTTP) traces and logs."),
+    "proxy": (
+        "agent_replay.commands.proxy",
+        "Record and replay an agent's model calls (a local API proxy).",
+    ),
     "tui": ("agent_replay.commands.tui", "Open the full-screen app (optionally on a trace)."),
     "dashboard": ("agent_replay.commands.dashboard", "Open the app on the dashboard."),
     "watch": ("agent_replay.commands.watch", "Watch running traces live as steps arrive."),

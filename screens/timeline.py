@@ -148,6 +148,15 @@ class TimelineScreen(TraceScreen):
             id="diff-parent",
             tooltip="Diff this fork against its parent",
         ),
+        Binding(
+            "R",
+            "rerun_command",
+            "Re-run",
+            id="rerun-from-step",
+            tooltip="Print and copy the command that re-runs the session from this model call "
+            "(agent-replay proxy --replay)",
+            show=False,  # in the key panel and the command palette: the footer stays as it is
+        ),
         # Out of the footer (in the key panel and the command palette), like the app's G.
         Binding(
             "e",
@@ -276,6 +285,31 @@ class TimelineScreen(TraceScreen):
 
         if self._parent_id is not None:
             self.app.push_screen(DiffScreen(self._parent_id, self.trace_id))
+
+    def action_rerun_command(self) -> None:
+        """Print (notify) and copy the ``agent-replay proxy --replay`` command that re-runs
+        the session from the selected llm_call step."""
+        from agent_replay.errors import UsageError
+        from agent_replay.services.proxy.rerun import rerun_command
+
+        number = self.timeline.selected_step
+        if number is None:
+            return
+        store = getattr(self.app, "store", None)
+        path = getattr(store, "path", None)
+        trace = {"id": self.trace_id, "steps": list(self._steps.values())}
+        try:
+            command = rerun_command(trace, number, store_dir=str(path.parent) if path else None)
+        except UsageError as exc:
+            self.notify(str(exc), title="Re-run", severity="warning", markup=False)
+            return
+        self.app.copy_to_clipboard(command)
+        self.notify(
+            f"{command}\nthen point the agent at http://127.0.0.1:8787 (copied)",
+            title=f"Re-run from step {number}",
+            markup=False,
+            timeout=15,
+        )
 
     def action_open_evals(self) -> None:
         from agent_replay.screens.evals import EvalsScreen

@@ -131,6 +131,7 @@ class _Renderer:
 
     def _step_line(self, s: dict[str, Any], indent: str = "") -> str:
         from agent_replay.commands._common import fmt_ms, preview, safe, truncate
+        from agent_replay.services.proxy.rerun import replay_mark
 
         p = self.paint
         icon = STEP_ICONS.get(s["step_type"], "•")
@@ -145,6 +146,9 @@ class _Renderer:
             meta.append(safe(s["model"]))
         if s["caused_by_step"] is not None:
             meta.append(p(f"← caused by #{s['caused_by_step']}", "cyan"))
+        served = replay_mark(s)
+        if served is not None:
+            meta.append(p(safe(served), "cyan"))
         if meta:
             parts.append(p("  " + "  ".join(meta), "dim"))
         line = "".join(parts)

@@ -2,7 +2,8 @@
 
 Called by the drainer for each queued payload, in arrival order, inside a savepoint.
 Stateless: a payload finds its trace by the harness's ``session_id`` (the most recent trace
-with that session id and this dialect's ``source_format``), and a tool result finds its call
+with that session id and this dialect's ``source_format``, or the one ``agent-replay proxy``
+opened for the same session, so hook and proxy make one trace), and a tool result finds its call
 by the harness's call id (the open step started with it). Everything is written through
 ``TraceRecorder`` in lenient, redacting mode.
 
@@ -34,11 +35,21 @@ class Dialect:
     key: str
     agent_name: str
     source_format: str
+    proxy_format: str = ""
+    """The ``source_format`` of a trace ``agent-replay proxy`` opened for this harness's
+    session (the hook records into it too)."""
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        """The traces a session of this harness may already have."""
+        return (
+            (self.source_format, self.proxy_format) if self.proxy_format else (self.source_format,)
+        )
 
 
 DIALECTS: dict[str, Dialect] = {
-    "claude": Dialect("claude", "claude-code", "claude-code-hook"),
-    "codex": Dialect("codex", "codex", "codex-hook"),
+    "claude": Dialect("claude", "claude-code", "claude-code-hook", "claude-code-proxy"),
+    "codex": Dialect("codex", "codex", "codex-hook", "codex-proxy"),
     "gemini": Dialect("gemini", "gemini-cli", "gemini-cli-hook"),
 }
 
@@ -175,7 +186,7 @@ def _known_dialect(store: Store, session_id: Any) -> str | None:
     """The dialect of a trace this session already has, if any."""
     if not isinstance(session_id, str):
         return None
-    by_format = {d.source_format: d.key for d in DIALECTS.values()}
+    by_format = {f: d.key for d in DIALECTS.values() for f in d.formats}
     marks = ", ".join("?" * len(by_format))
     row = execute(
         store,
@@ -263,12 +274,13 @@ class Hook:
     def find_trace(self) -> tuple[str, str, bool] | None:
         """``(id, status, has_input)`` of this session's most recent trace of this dialect."""
         if self._trace is None:
+            marks = ", ".join("?" * len(self.dialect.formats))
             row = execute(
                 self.store,
                 "SELECT id, status, input IS NOT NULL FROM traces "
-                "WHERE session_id = ? AND source_format = ? "
+                f"WHERE session_id = ? AND source_format IN ({marks}) "
                 "ORDER BY started_at_ms DESC, created_at_ms DESC LIMIT 1",
-                [self.session_id, self.dialect.source_format],
+                [self.session_id, *self.dialect.formats],
             ).fetchone()
             if row is not None:
                 self._trace = (row[0], row[1], bool(row[2]))
