@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "show": ("agent_replay.commands.show", "Show a trace: header and step timeline."),
     "why": ("agent_replay.commands.why", "Explain why a step happened (its causal chain)."),
     "decisions": ("agent_replay.commands.decisions", "List a trace's decision points."),
+    "annotate": ("agent_replay.commands.annotate", "Label a run or a step (good, wrong-tool, …)."),
+    "annotations": ("agent_replay.commands.annotations", "List a trace's annotations."),
     "replay": ("agent_replay.commands.replay", "Play a trace back step by step, in real time."),
     "export": ("agent_replay.commands.export", "Export traces as JSON or JSONL."),
     "diff": ("agent_replay.commands.diff", "Compare two traces step by step (aligned by content)."),

@@ -19,18 +19,23 @@ def _which_options() -> list[Callable[[F], F]]:
         click.option("--tag", help="Only traces with this tag."),
         click.option("--since", help="Only traces started since: 7d, 12h, 30m, 2w, or 2026-01-01."),
         click.option("--session", help="Only traces of this session id."),
+        click.option(
+            "--label",
+            help="Only traces annotated with this label (on the run or a step; see `annotate`).",
+        ),
     ]
 
 
 def which_options(function: F) -> F:
-    """``--status --agent --tag --since --session``: which traces (``search``, ``push``)."""
+    """``--status --agent --tag --since --session --label``: which traces (``search``,
+    ``push``)."""
     for option in reversed(_which_options()):
         function = option(function)
     return function
 
 
 def filter_options(function: F) -> F:
-    """``--status --agent --tag --since --session --sort``."""
+    """``--status --agent --tag --since --session --label --sort``."""
     options = [
         *_which_options(),
         click.option(
@@ -52,6 +57,7 @@ def build_filter(
     tag: str | None,
     since: str | None,
     session: str | None,
+    label: str | None = None,
 ) -> Any:
     """A ``TraceFilter`` from the options (``--since`` relative to the system clock)."""
     from agent_replay.clock import SystemClock
@@ -64,4 +70,5 @@ def build_filter(
         tag=tag,
         session=session,
         since_ms=parse_since(since, SystemClock().now()),
+        label=label.strip() if label and label.strip() else None,
     )

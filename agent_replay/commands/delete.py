@@ -17,8 +17,8 @@ from agent_replay.commands._common import dir_option, json_option
 def command(
     trace_ids: tuple[str, ...], dry_run: bool, store_dir: Path | None, as_json: bool
 ) -> int:
-    """Delete traces by id (or unique prefix): their steps, decisions, snapshots, evals and
-    tags go with them. Forks of a deleted trace are traces of their own and stay.
+    """Delete traces by id (or unique prefix): their steps, decisions, snapshots, evals, tags
+    and annotations go with them. Forks of a deleted trace are traces of their own and stay.
 
     Every id is resolved before anything is deleted: an unknown or ambiguous one deletes
     nothing. Freed space is given back to the file system (SQLite) or vacuumed (PostgreSQL).

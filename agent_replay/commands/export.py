@@ -39,6 +39,7 @@ def command(
     tag: str | None,
     since: str | None,
     session: str | None,
+    label: str | None,
     sort: str,
     limit: int | None,
     output: Path | None,
@@ -60,7 +61,7 @@ def command(
 
     if output is not None and not output.resolve().parent.is_dir():
         raise UsageError(f"--output {output}: directory {output.parent} does not exist")
-    filters = build_filter(status, agent, tag, since, session)
+    filters = build_filter(status, agent, tag, since, session, label)
     if fmt == "golden":  # run fingerprints for `check` (forks left out): services/golden.py
         from agent_replay.services.golden import export_golden
 

@@ -21,6 +21,7 @@ def command(
     tag: str | None,
     since: str | None,
     session: str | None,
+    label: str | None,
     sort: str,
     limit: int,
     store_dir: Path | None,
@@ -49,7 +50,7 @@ def command(
     )
     from agent_replay.store.queries import list_traces
 
-    filters = build_filter(status, agent, tag, since, session)
+    filters = build_filter(status, agent, tag, since, session, label)
     with open_existing(store_dir) as store:
         page = list_traces(store, filters, sort=sort, limit=limit)
     if as_json:

@@ -46,7 +46,7 @@ def command(
     as_json: bool,
 ) -> int:
     """Delete the traces started before --older-than, with their steps, decisions,
-    snapshots, evals and tags, then give the space back.
+    snapshots, evals, tags and annotations, then give the space back.
 
     Running traces are kept unless --status running is given: a long session's trace
     started long ago and may still be written to.
@@ -104,7 +104,8 @@ def echo_report(report: Any, *, listed: bool) -> None:
     click.echo(
         f"{verb} {fmt_int(counts.traces)} trace(s): {fmt_int(counts.steps)} steps, "
         f"{fmt_int(counts.decisions)} decisions, {fmt_int(counts.snapshots)} snapshots, "
-        f"{fmt_int(counts.evals)} evals, {fmt_int(counts.tags)} tags"
+        f"{fmt_int(counts.evals)} evals, {fmt_int(counts.tags)} tags, "
+        f"{fmt_int(counts.annotations)} annotations"
     )
     reclaimed = report.reclaimed
     if reclaimed is not None and reclaimed.freed is not None and reclaimed.method != "none":

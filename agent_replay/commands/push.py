@@ -30,6 +30,7 @@ def command(
     tag: str | None,
     since: str | None,
     session: str | None,
+    label: str | None,
     store_dir: Path | None,
     as_json: bool,
 ) -> int:
@@ -66,7 +67,7 @@ def command(
             hints=["e.g. agent-replay push --to postgresql://USER@HOST:5432/DB"],
         )
     folder = resolve_store_dir(store_dir)
-    filters = build_filter(status, agent, tag, since, session)
+    filters = build_filter(status, agent, tag, since, session, label)
     show = sys.stderr.isatty() and not as_json
     spooled = DrainReport()
     with open_store(db_path(folder), create=False) as source:

@@ -33,6 +33,7 @@ def command(
     tag: str | None,
     since: str | None,
     session: str | None,
+    label: str | None,
     limit: int,
     hits: int,
     store_dir: Path | None,
@@ -65,7 +66,7 @@ def command(
 
     if not parse_search(query):
         raise click.UsageError("the query has no words to search for")
-    filters = build_filter(status, agent, tag, since, session)
+    filters = build_filter(status, agent, tag, since, session, label)
     with open_existing(store_dir) as store:
         results = search(store, query, filters, limit=limit, per_trace=hits)
     if as_json:

@@ -64,7 +64,7 @@ def command(
         emit_json(trace)
         return 0
     lines: list[str] = []
-    render = _Renderer(lines)
+    render = _Renderer(lines, trace.get("annotations") or [])
     if not steps_only:
         render.header(trace)
     if tree:
@@ -82,11 +82,23 @@ def command(
 class _Renderer:
     """Builds the human output as lines (one write at the end: 10,000 steps print fast)."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], annotations: list[dict[str, Any]]) -> None:
         from agent_replay.commands._common import Painter, use_color
 
         self.lines = lines
         self.paint = Painter(use_color())
+        self.by_step: dict[int | None, list[dict[str, Any]]] = {}
+        for annotation in annotations:
+            self.by_step.setdefault(annotation["step_number"], []).append(annotation)
+
+    def _annotation(self, a: dict[str, Any]) -> str:
+        """``✎ good 0.9 (alice): the note`` (producer and person text escaped)."""
+        from agent_replay.commands._common import safe, truncate
+
+        score = f" {a['score']:g}" if a["score"] is not None else ""
+        author = f" ({truncate(safe(a['author']), 24)})" if a["author"] else ""
+        note = f": {truncate(safe(a['note']), 100)}" if a["note"] else ""
+        return f"✎ {self.paint(safe(a['label']), 'magenta')}{score}{author}{note}"
 
     def header(self, t: dict[str, Any]) -> None:
         from agent_replay.commands._common import (
@@ -127,6 +139,9 @@ class _Renderer:
             add(f"{p('Output', 'dim')}   {preview(t['output'], 100)}")
         if t["error"]:
             add(f"{p('Error', 'dim')}    {p(safe(t['error']), 'red')}")
+        for index, annotation in enumerate(self.by_step.get(None, [])):
+            title = p("Labels", "dim") if index == 0 else "      "
+            add(f"{title}   {self._annotation(annotation)}")
         add("")
 
     def _step_line(self, s: dict[str, Any], indent: str = "") -> str:
@@ -159,6 +174,8 @@ class _Renderer:
             line += f"\n       {indent}→ chose {preview(d['chosen'], 60)}"
         elif s["output"] is not None:
             line += f"\n       {indent}{p('→ ' + preview(s['output'], 90), 'dim')}"
+        for annotation in self.by_step.get(s["step_number"], []):
+            line += f"\n       {indent}{self._annotation(annotation)}"
         return line
 
     def timeline(self, steps: list[dict[str, Any]]) -> None:

@@ -18,6 +18,7 @@ from agent_replay.store import ids
 from agent_replay.store.db import DB_ERRORS, Store
 from agent_replay.store.mapping import (
     TraceRows,
+    annotation_row,
     decision_row,
     enc,
     snapshot_row,
@@ -106,6 +107,9 @@ def prepare(
                 time_ms(evaluation.created_at),
             )
         )
+    for annotation in trace.annotations:
+        annotation.id = annotation.id or ids.new_id(ids.ANNOTATION)
+        rows.annotations.append(annotation_row(annotation, annotation.id, trace_id))
     return rows
 
 

@@ -21,9 +21,12 @@ from agent_replay.services.redact import Redactor, identity, redact_value
 from agent_replay.store import ids
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
+    ANNOTATION_COLUMNS,
     DECISION_COLUMNS,
     SNAPSHOT_COLUMNS,
     STEP_COLUMNS,
+    annotation_dict,
+    annotation_row,
     dec_meta,
     decision_dict,
     decision_row,
@@ -43,7 +46,7 @@ from agent_replay.store.writes import (
 )
 from agent_replay.trace.base import STEP_TYPES, canonical_time, is_canonical
 from agent_replay.trace.io import input_hash
-from agent_replay.trace.models import Decision, Snapshot, Step, Trace
+from agent_replay.trace.models import Annotation, Decision, Snapshot, Step, Trace
 from agent_replay.trace.validate import validate_trace
 
 _STEP_SELECT = ", ".join(f'"{c}"' for c in STEP_COLUMNS)
@@ -553,6 +556,58 @@ class TraceRecorder:
             row = snapshot_row(step, current["id"], trace_id)
             assert row is not None
             upsert_row(self.db, "snapshots", SNAPSHOT_COLUMNS, row)
+
+    def annotate(
+        self,
+        trace_id: str,
+        *,
+        label: str,
+        step_number: int | None = None,
+        note: str | None = None,
+        score: float | None = None,
+        author: str | None = None,
+    ) -> dict[str, Any]:
+        """Add a person's annotation to a trace (or to one of its steps).
+
+        The annotation passes through the format's ``Annotation`` model (strictly: it comes
+        from a person, not a producer) and redaction, like every other write; the trace and
+        the step must exist. Returns the annotation as stored (the format's object).
+
+        Raises:
+            NotFoundError: no such trace, or the trace has no step ``step_number``.
+            TraceFormatError: an invalid label, step number or score.
+        """
+        from pydantic import ValidationError
+
+        from agent_replay.trace.validate import format_loc
+
+        data = {
+            "id": ids.new_id(ids.ANNOTATION),
+            "step_number": step_number,
+            "label": label,
+            "note": note,
+            "score": score,
+            "author": author,
+            "created_at": self._now(),
+        }
+        try:
+            model = Annotation.model_validate(self.redact(data))
+        except ValidationError as exc:
+            problems = [(format_loc(tuple(e["loc"])), e["msg"]) for e in exc.errors()]
+            raise TraceFormatError(problems, label="annotation") from None
+        assert model.id is not None
+        with self.db.write():
+            self._require_trace(trace_id)
+            if model.step_number is not None and not self._step_exists(
+                trace_id, model.step_number
+            ):
+                raise NotFoundError(
+                    f"trace {trace_id} has no step {model.step_number}",
+                    hints=[f"`agent-replay show {trace_id}` lists its steps"],
+                )
+            row = annotation_row(model, model.id, trace_id)
+            insert_many(self.db, "annotations", ANNOTATION_COLUMNS, [row])
+        return annotation_dict(row)
 
     def set_input(self, trace_id: str, input: Any) -> None:
         """Set (or replace) the input of a trace that is being recorded, e.g. the first prompt

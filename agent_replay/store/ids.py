@@ -14,6 +14,7 @@ TRACE = "trc"
 STEP = "stp"
 EVAL = "evl"
 POLICY = "pol"
+ANNOTATION = "ann"
 
 ID_RE = re.compile(r"^[a-z]{3}_[A-Za-z0-9_-]{1,64}$")
 

@@ -13,7 +13,7 @@ from agent_replay.trace.base import time_ms
 from agent_replay.trace.io import dumps, input_hash, loads
 
 if TYPE_CHECKING:  # pydantic stays off the read paths (list) that only need rows
-    from agent_replay.trace.models import Step, Trace
+    from agent_replay.trace.models import Annotation, Step, Trace
 
 TRACE_COLUMNS = (
     "id",
@@ -85,6 +85,17 @@ EVAL_COLUMNS = (
     "created_at_ms",
 )
 TAG_COLUMNS = ("trace_id", "tag", "position")
+ANNOTATION_COLUMNS = (
+    "id",
+    "trace_id",
+    "step_number",
+    "label",
+    "note",
+    "score",
+    "author",
+    "created_at",
+    "created_at_ms",
+)
 
 
 def quote(column: str) -> str:
@@ -124,6 +135,7 @@ class TraceRows:
     snapshots: list[tuple[Any, ...]] = field(default_factory=list)
     evals: list[tuple[Any, ...]] = field(default_factory=list)
     tags: list[tuple[Any, ...]] = field(default_factory=list)
+    annotations: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def trace_row(
@@ -206,6 +218,21 @@ def snapshot_row(step: Step, step_id: str, trace_id: str) -> tuple[Any, ...] | N
     return (step_id, trace_id, enc(s.context_window), enc(s.environment), enc(s.tool_state))
 
 
+def annotation_row(annotation: Annotation, annotation_id: str, trace_id: str) -> tuple[Any, ...]:
+    """The ``annotations`` row of an annotation (in ``ANNOTATION_COLUMNS`` order)."""
+    return (
+        annotation_id,
+        trace_id,
+        annotation.step_number,
+        annotation.label,
+        annotation.note,
+        annotation.score,
+        annotation.author,
+        annotation.created_at,
+        time_ms(annotation.created_at),
+    )
+
+
 # --- reading: rows -> the format's JSON objects (keys in model field order) -------------------
 
 
@@ -265,15 +292,29 @@ def eval_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
+def annotation_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """An ``annotations`` row (``ANNOTATION_COLUMNS`` order) as the format's annotation object."""
+    return {
+        "id": row[0],
+        "step_number": row[2],
+        "label": row[3],
+        "note": row[4],
+        "score": row[5],
+        "author": row[6],
+        "created_at": row[7],
+    }
+
+
 def trace_dict(
     row: tuple[Any, ...],
     tags: list[str],
     steps: list[dict[str, Any]] | None,
     evals: list[dict[str, Any]] | None,
+    annotations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A ``traces`` row (``TRACE_COLUMNS`` order) as the format's trace object.
 
-    ``steps``/``evals`` of ``None`` leave those keys out (``list --json``).
+    ``steps``/``evals``/``annotations`` of ``None`` leave those keys out (``list --json``).
     """
     out: dict[str, Any] = {
         "id": row[0],
@@ -299,4 +340,6 @@ def trace_dict(
         out["steps"] = steps
     if evals is not None:
         out["evals"] = evals
+    if annotations is not None:
+        out["annotations"] = annotations
     return out

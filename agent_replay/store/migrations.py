@@ -382,6 +382,27 @@ def _m0007_team_store(db: Database) -> None:
             db.execute_sql(f"CREATE INDEX {table}_seq ON {table} (seq)")
 
 
+def _m0008_annotations(db: Database) -> None:
+    """Annotations: a person's label (with an optional note and score) on a run or one of its
+    steps, indexed by label so ``list --label good`` and the golden export find the
+    hand-approved runs at once. ``created_at_ms`` orders them (several may share a time)."""
+    db.execute_sql(
+        """CREATE TABLE annotations (
+            id TEXT PRIMARY KEY,
+            trace_id TEXT NOT NULL REFERENCES traces(id) ON DELETE CASCADE,
+            step_number INTEGER,
+            label TEXT NOT NULL,
+            note TEXT,
+            score DOUBLE PRECISION,
+            author TEXT,
+            created_at TEXT,
+            created_at_ms BIGINT
+        )"""
+    )
+    db.execute_sql("CREATE INDEX annotations_trace ON annotations (trace_id, created_at_ms)")
+    db.execute_sql("CREATE INDEX annotations_label ON annotations (label, trace_id)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
@@ -390,6 +411,7 @@ MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0005_policy_fail_open", _m0005_policy_fail_open),
     ("0006_search_index", _m0006_search_index),
     ("0007_team_store", _m0007_team_store),
+    ("0008_annotations", _m0008_annotations),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"

@@ -125,6 +125,23 @@ class EvalRow(BaseModel):
         table_name = "evals"
 
 
+class AnnotationRow(BaseModel):
+    """A person's label (note, score) on a trace or one of its steps."""
+
+    id = TextField(primary_key=True)
+    trace_id = TextField()
+    step_number = IntegerField(null=True)
+    label = TextField()
+    note = TextField(null=True)
+    score = FloatField(null=True)
+    author = TextField(null=True)
+    created_at = TextField(null=True)
+    created_at_ms = BigIntegerField(null=True)
+
+    class Meta:
+        table_name = "annotations"
+
+
 class TagRow(BaseModel):
     trace_id = TextField()
     tag = TextField()
@@ -224,6 +241,7 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     OtelLogRow,
     PushDigestRow,
     HookReceiptRow,
+    AnnotationRow,
 )
 
 SEARCH_TABLES: frozenset[str] = frozenset({"steps_fts", "traces_fts", "search_queue"})

@@ -10,11 +10,13 @@ from typing import Any, Literal
 from agent_replay.errors import AmbiguousIdError, NotFoundError, UsageError
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
+    ANNOTATION_COLUMNS,
     DECISION_COLUMNS,
     EVAL_COLUMNS,
     SNAPSHOT_COLUMNS,
     STEP_COLUMNS,
     TRACE_COLUMNS,
+    annotation_dict,
     decision_dict,
     eval_dict,
     quote,
@@ -50,6 +52,8 @@ class TraceFilter:
     """Free text: words (prefixes) searched in the trace's and its steps' names, inputs,
     outputs, errors and session id, or a trace id prefix (``store/search``)."""
     forks_of: str | None = None
+    label: str | None = None
+    """Only traces annotated with this label (on the run or on one of its steps)."""
 
     def __post_init__(self) -> None:
         if self.status is not None and self.status not in TRACE_STATUSES:
@@ -207,6 +211,22 @@ def eval_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:
     return [eval_dict(r) for r in rows]
 
 
+def annotation_order(store: Store) -> str:
+    """``ORDER BY`` of a trace's annotations: oldest first (untimed first), then by id."""
+    return "created_at_ms, id" if store.is_sqlite else "created_at_ms NULLS FIRST, id"
+
+
+def annotation_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:
+    """The annotations of a trace (the run's and its steps'), oldest first."""
+    rows = execute(
+        store,
+        f"SELECT {', '.join(ANNOTATION_COLUMNS)} FROM annotations WHERE trace_id = ? "
+        f"ORDER BY {annotation_order(store)}",
+        [trace_id],
+    ).fetchall()
+    return [annotation_dict(tuple(r)) for r in rows]
+
+
 def _trace_row(store: Store, trace_id: str) -> tuple[Any, ...]:
     rows = execute(store, f"SELECT {_TRACE_SELECT} FROM traces t WHERE t.id = ?", [trace_id])
     row = rows.fetchone()
@@ -222,11 +242,19 @@ def trace_json(
     from_step: int | None = None,
     to_step: int | None = None,
 ) -> dict[str, Any]:
-    """A full trace object (steps, decisions, snapshots, evals) as the format's JSON object."""
+    """A full trace object (steps, decisions, snapshots, evals, annotations) as the format's
+    JSON object. A step window (``from_step``/``to_step``) keeps the annotations of the steps
+    in it and those of the whole run."""
     row = _trace_row(store, trace_id)
     tags = _tags_for(store, [trace_id])[trace_id]
     steps = step_dicts(store, trace_id, from_step=from_step, to_step=to_step)
-    return trace_dict(row, tags, steps, eval_dicts(store, trace_id))
+    annotations = annotation_dicts(store, trace_id)
+    if from_step is not None or to_step is not None:
+        low, high = from_step or 1, to_step if to_step is not None else float("inf")
+        annotations = [
+            a for a in annotations if a["step_number"] is None or low <= a["step_number"] <= high
+        ]
+    return trace_dict(row, tags, steps, eval_dicts(store, trace_id), annotations)
 
 
 def get_trace(db: Store, id_or_prefix: str) -> Any:
@@ -275,6 +303,9 @@ def where_sql(store: Store, filters: TraceFilter) -> tuple[str, list[Any]]:
     if filters.forks_of:
         clauses.append("t.parent_trace_id = ?")
         params.append(filters.forks_of)
+    if filters.label:
+        clauses.append("t.id IN (SELECT trace_id FROM annotations WHERE label = ?)")
+        params.append(filters.label)
     if filters.text:
         # The search index: words of the trace's and its steps' names, payloads and errors
         # (each word a prefix), or a trace id prefix (see store/search).
@@ -391,7 +422,12 @@ def iter_trace_json(
         )
         for summary in page.items:
             steps = step_dicts(store, summary.id)
-            yield {**summary.data, "steps": steps, "evals": eval_dicts(store, summary.id)}
+            yield {
+                **summary.data,
+                "steps": steps,
+                "evals": eval_dicts(store, summary.id),
+                "annotations": annotation_dicts(store, summary.id),
+            }
             emitted += 1
         if page.after is None:
             return

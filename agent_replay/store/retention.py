@@ -31,7 +31,7 @@ of its pages is free..."""
 VACUUM_FREE_BYTES = 4 * 1024 * 1024
 """...and at least this much."""
 
-ATTACHED = ("steps", "decisions", "snapshots", "evals", "tags")
+ATTACHED = ("steps", "decisions", "snapshots", "evals", "tags", "annotations")
 """What goes with a trace, as counted in ``DeleteCounts``."""
 
 
@@ -45,6 +45,7 @@ class DeleteCounts:
     snapshots: int = 0
     evals: int = 0
     tags: int = 0
+    annotations: int = 0
 
     def add(self, other: DeleteCounts) -> None:
         for name in ("traces", *ATTACHED):
@@ -147,7 +148,8 @@ def reclaim_space(store: Store, *, full: bool = False) -> Reclaimed:
     if not store.is_sqlite:
         try:
             store.db.execute_sql(
-                "VACUUM (ANALYZE) traces, steps, decisions, snapshots, evals, tags, push_digests"
+                "VACUUM (ANALYZE) traces, steps, decisions, snapshots, evals, tags, annotations, "
+                "push_digests"
             )
         except DB_ERRORS:  # not the tables' owner: autovacuum will do it
             return Reclaimed("none")

@@ -1,10 +1,10 @@
 """Copying whole traces between stores, row for row (``push``: a local store to a team store).
 
-A trace travels as its rows (the trace, tags, steps, decisions, snapshots, evals), exactly as
-stored, so the copy is identical: ids, times, ingest time, source format, open steps. Each copy
-carries a digest of its rows; the target keeps the digest it was last pushed with
+A trace travels as its rows (the trace, tags, steps, decisions, snapshots, evals, annotations),
+exactly as stored, so the copy is identical: ids, times, ingest time, source format, open steps.
+Each copy carries a digest of its rows; the target keeps the digest it was last pushed with
 (``push_digests``), so a trace whose rows did not change since is skipped, and one that grew is
-replaced (its evaluations made on the target are kept).
+replaced (its evaluations and annotations made on the target are kept).
 
 A store module: no services, Textual or Rich.
 """
@@ -18,6 +18,7 @@ from typing import Any
 
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
+    ANNOTATION_COLUMNS,
     DECISION_COLUMNS,
     EVAL_COLUMNS,
     SNAPSHOT_COLUMNS,
@@ -39,6 +40,7 @@ TABLES: dict[str, tuple[tuple[str, ...], str, str]] = {
     "decisions": (DECISION_COLUMNS, "trace_id", "step_id"),
     "snapshots": (SNAPSHOT_COLUMNS, "trace_id", "step_id"),
     "evals": (EVAL_COLUMNS, "trace_id", "created_at_ms, id"),  # per store: eval_order
+    "annotations": (ANNOTATION_COLUMNS, "trace_id", "created_at_ms, id"),  # annotation_order
 }
 
 
@@ -74,6 +76,10 @@ def read_traces(store: Store, ids: Sequence[str]) -> list[TraceCopy]:
                 from agent_replay.store.queries import eval_order
 
                 order = eval_order(store)
+            elif table == "annotations":
+                from agent_replay.store.queries import annotation_order
+
+                order = annotation_order(store)
             names = ", ".join(quote(c) for c in columns)
             rows = execute(
                 store,
@@ -96,8 +102,11 @@ def digest(copy: TraceCopy) -> str:
     """A digest of a trace's rows: equal digests, equal rows."""
     hasher = hashlib.blake2b(digest_size=16)
     for table in TABLES:
+        rows = copy.rows.get(table, [])
+        if table == "annotations" and not rows:
+            continue  # digests of traces pushed before annotations existed stay the same
         hasher.update(table.encode())
-        hasher.update(dumps_bytes([list(r) for r in copy.rows.get(table, [])]))
+        hasher.update(dumps_bytes([list(r) for r in rows]))
     return hasher.hexdigest()
 
 
@@ -121,7 +130,7 @@ def stored_digests(store: Store, ids: Sequence[str]) -> dict[str, str]:
 def write_traces(store: Store, copies: Sequence[TraceCopy], now_ms: int) -> tuple[int, int]:
     """Write these traces into ``store`` in one transaction: new ones inserted, existing ones
     replaced in place (the trace row updated, its steps, tags, decisions and snapshots
-    rewritten, its evaluations upserted by id: those made on this store stay).
+    rewritten, its evaluations and annotations upserted by id: those made on this store stay).
 
     Returns:
         ``(inserted, replaced)``.
@@ -140,14 +149,15 @@ def write_traces(store: Store, copies: Sequence[TraceCopy], now_ms: int) -> tupl
             # Steps take their decisions and snapshots with them (ON DELETE CASCADE).
             for table in ("steps", "tags", "push_digests"):
                 execute(store, f"DELETE FROM {table} WHERE trace_id IN ({marks})", chunk)
-            eval_ids = [r[0] for c in replaced[start : start + _CHUNK] for r in c.rows["evals"]]
-            for first in range(0, len(eval_ids), _CHUNK):
-                part = eval_ids[first : first + _CHUNK]
-                execute(
-                    store,
-                    f"DELETE FROM evals WHERE id IN ({', '.join(['?'] * len(part))})",
-                    part,
-                )
+            for table in ("evals", "annotations"):
+                row_ids = [r[0] for c in replaced[start : start + _CHUNK] for r in c.rows[table]]
+                for first in range(0, len(row_ids), _CHUNK):
+                    part = row_ids[first : first + _CHUNK]
+                    execute(
+                        store,
+                        f"DELETE FROM {table} WHERE id IN ({', '.join(['?'] * len(part))})",
+                        part,
+                    )
         sets = ", ".join(f"{quote(c)} = ?" for c in TRACE_COLUMNS[1:])
         for copy in replaced:
             (row,) = copy.rows["traces"]

@@ -144,6 +144,33 @@ class EvalResult(_Model):
     _ts = field_validator("created_at", mode="before")(_normalize_timestamp)
 
 
+class Annotation(_Model):
+    """A person's judgement of a run or of one of its steps: a label (``good``, ``wrong-tool``),
+    an optional note and score. Annotations are how hand-approved runs become a golden set
+    (``export --format golden --label good``)."""
+
+    id: str | None = Field(default=None, pattern=r"^ann_[A-Za-z0-9_-]{1,64}$")
+    step_number: int | None = Field(default=None, gt=0, le=MAX_SAFE_INT)
+    """The step judged; ``None`` for the whole run."""
+    label: str = Field(min_length=1, max_length=200)
+    note: str | None = None
+    score: float | None = None
+    author: str | None = None
+    """Who annotated (the login name by default)."""
+    created_at: str | None = None
+
+    _ts = field_validator("created_at", mode="before")(_normalize_timestamp)
+
+    @field_validator("label")
+    @classmethod
+    def _clean_label(cls, label: str) -> str:
+        """Labels are trimmed and non-empty, so ``list --label good`` finds ``" good"`` too."""
+        label = label.strip()
+        if not label:
+            raise ValueError("the label must not be blank")
+        return label
+
+
 class Step(_Model):
     """One step of an agent run."""
 
@@ -192,6 +219,7 @@ class Trace(_Model):
     forked_from_step: int | None = Field(default=None, gt=0, le=MAX_SAFE_INT)
     steps: list[Step] = Field(default_factory=list)
     evals: list[EvalResult] = Field(default_factory=list)
+    annotations: list[Annotation] = Field(default_factory=list)
 
     _ts = field_validator("started_at", "ended_at", mode="before")(_normalize_timestamp)
     _originals = model_validator(mode="before")(_keep_original_times)

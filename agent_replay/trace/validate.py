@@ -10,7 +10,8 @@ Cross-field rules (checked in both modes, repaired in lenient mode):
 - ``parent_step`` names an earlier step of the same trace;
 - ``caused_by_step`` names a strictly earlier step, so why-chains are acyclic;
 - ``decision`` appears only on ``decision`` steps, and ``chosen`` is one of its options;
-- ``ended_at`` is not before ``started_at``.
+- ``ended_at`` is not before ``started_at``;
+- an annotation's ``step_number`` names a step of the trace.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agent_replay.errors import TraceFormatError
 from agent_replay.trace.base import time_before
 from agent_replay.trace.models import (
     READ_ONLY_TRACE_FIELDS,
+    Annotation,
     Decision,
     DecisionOption,
     EvalResult,
@@ -182,6 +184,24 @@ def _time_order(obj: Any, path: str) -> list[Problem]:
     return []
 
 
+def annotation_problems(annotations: list[Any], steps: list[Any]) -> list[Problem]:
+    """Annotations that name a step the trace does not have."""
+    numbers = {_get(s, "step_number") for s in steps if isinstance(s, dict | Step)}
+    problems: list[Problem] = []
+    for index, annotation in enumerate(annotations):
+        if not isinstance(annotation, dict | Annotation):
+            continue
+        number = _get(annotation, "step_number")
+        if _is_int(number) and number not in numbers:
+            problems.append(
+                (
+                    f"annotations[{index}].step_number",
+                    f"references step {number}, which does not exist",
+                )
+            )
+    return problems
+
+
 def _strip_read_only(data: dict[str, Any]) -> dict[str, Any]:
     if any(key in data for key in READ_ONLY_TRACE_FIELDS):
         data = {k: v for k, v in data.items() if k not in READ_ONLY_TRACE_FIELDS}
@@ -217,9 +237,14 @@ def validate_trace(data: Any, *, lenient: bool = False, label: str = "trace") ->
         steps = data.get("steps")
         if isinstance(steps, list):
             problems.extend(semantic_problems(steps))
+            annotations = data.get("annotations")
+            if isinstance(annotations, list):
+                problems.extend(annotation_problems(annotations, steps))
         problems.extend(_time_order(data, ""))
         raise TraceFormatError(problems, label=label) from None
     problems = semantic_problems(trace.steps) + _time_order(trace, "")
+    if trace.annotations:
+        problems += annotation_problems(trace.annotations, trace.steps)
     if problems:
         raise TraceFormatError(problems, label=label)
     return Validated(trace)
@@ -238,7 +263,7 @@ def _drop_unknown(obj: dict[str, Any], model: type[Any], path: str, warnings: li
 
 def _prune_unknown(data: dict[str, Any], warnings: list[str]) -> None:
     _drop_unknown(data, Trace, "", warnings)
-    for key, model in (("steps", Step), ("evals", EvalResult)):
+    for key, model in (("steps", Step), ("evals", EvalResult), ("annotations", Annotation)):
         items = data.get(key)
         if not isinstance(items, list):
             continue
@@ -284,7 +309,12 @@ def _remove_at(data: Any, loc: tuple[int | str, ...]) -> bool:
             if parent[last] == _REQUIRED_FALLBACK[last]:
                 return False
             parent[last] = _REQUIRED_FALLBACK[last]
-        elif last == "step_number" or last in ("evaluator", "chosen", "option"):
+        elif (last == "step_number" and loc[0] == "steps") or last in (
+            "evaluator",
+            "chosen",
+            "option",
+            "label",
+        ):
             # The enclosing object can't exist without it: drop the object instead.
             return _remove_at(data, loc[:-1])
         else:
@@ -305,7 +335,11 @@ def _validate_lenient(data: dict[str, Any]) -> Validated:
     except ValidationError:
         pass
     else:
-        if not semantic_problems(trace.steps) and not _time_order(trace, ""):
+        if (
+            not semantic_problems(trace.steps)
+            and not _time_order(trace, "")
+            and not (trace.annotations and annotation_problems(trace.annotations, trace.steps))
+        ):
             return Validated(trace)
     warnings: list[str] = []
     data = copy.deepcopy(data)
@@ -366,3 +400,10 @@ def _repair_semantics(trace: Trace, warnings: list[str]) -> None:
     if _time_order(trace, ""):
         warnings.append("ended_at: before started_at; dropped")
         trace.ended_at = None
+    for index, annotation in enumerate(trace.annotations):
+        if annotation.step_number is not None and annotation.step_number not in seen:
+            warnings.append(
+                f"annotations[{index}].step_number: no step {annotation.step_number}; "
+                "kept on the whole run"
+            )
+            annotation.step_number = None

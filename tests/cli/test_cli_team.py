@@ -149,6 +149,7 @@ def test_prune_dry_run_then_prune(cli: Cli, store: Store, tmp_path: Path) -> Non
             },
         ],
         "evals": [{"evaluator": "e", "score": 1, "passed": True}],
+        "annotations": [{"label": "good", "step_number": 1}],
     }
     traces = [
         {**old, "id": "trc_old1"},
@@ -169,16 +170,18 @@ def test_prune_dry_run_then_prune(cli: Cli, store: Store, tmp_path: Path) -> Non
         "snapshots": 1,
         "evals": 1,
         "tags": 1,
+        "annotations": 1,
     }
     assert sorted(trace_ids(store)) == ["trc_new", "trc_old1", "trc_old2", "trc_old3"]
     human = cli("prune", "--older-than", "30d", "--keep-tagged", "golden", "--dry-run")
-    assert "would delete 1 trace(s): 1 steps, 1 decisions, 1 snapshots, 1 evals, 1 tags" in (
-        human.out
+    assert (
+        "would delete 1 trace(s): 1 steps, 1 decisions, 1 snapshots, 1 evals, 1 tags, "
+        "1 annotations" in human.out
     )
     done = cli("prune", "--older-than", "30d", "--keep-tagged", "golden")
     assert done.code == 0 and "deleted 1 trace(s)" in done.out
     assert sorted(trace_ids(store)) == ["trc_new", "trc_old2", "trc_old3"]
-    for table in ("steps", "decisions", "snapshots", "evals", "tags"):
+    for table in ("steps", "decisions", "snapshots", "evals", "tags", "annotations"):
         rows = execute(store, f"SELECT COUNT(*) FROM {table} WHERE trace_id = ?", ["trc_old1"])
         assert rows.fetchone()[0] == 0
     assert cli("prune", "--older-than", "30d", "--status", "running").code == 0
