@@ -68,6 +68,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("agent_replay.commands.watch", "Watch running traces live as steps arrive."),
     "push": ("agent_replay.commands.push", "Copy local traces to a team (PostgreSQL) store."),
     "search": ("agent_replay.commands.search", "Search traces and steps by text, ranked."),
+    "mcp": ("agent_replay.commands.mcp", "Serve the store to coding agents over MCP (stdio)."),
     "delete": ("agent_replay.commands.delete", "Delete traces with everything attached."),
     "prune": ("agent_replay.commands.prune", "Delete traces older than a given age."),
 }

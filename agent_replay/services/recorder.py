@@ -598,9 +598,7 @@ class TraceRecorder:
         assert model.id is not None
         with self.db.write():
             self._require_trace(trace_id)
-            if model.step_number is not None and not self._step_exists(
-                trace_id, model.step_number
-            ):
+            if model.step_number is not None and not self._step_exists(trace_id, model.step_number):
                 raise NotFoundError(
                     f"trace {trace_id} has no step {model.step_number}",
                     hints=[f"`agent-replay show {trace_id}` lists its steps"],

@@ -108,9 +108,7 @@ def insert_trace_rows(store: Store, batch: list[TraceRows]) -> None:
     insert_many(store, "decisions", DECISION_COLUMNS, [r for t in batch for r in t.decisions])
     insert_many(store, "snapshots", SNAPSHOT_COLUMNS, [r for t in batch for r in t.snapshots])
     insert_many(store, "evals", EVAL_COLUMNS, [r for t in batch for r in t.evals])
-    insert_many(
-        store, "annotations", ANNOTATION_COLUMNS, [r for t in batch for r in t.annotations]
-    )
+    insert_many(store, "annotations", ANNOTATION_COLUMNS, [r for t in batch for r in t.annotations])
 
 
 def existing_trace_ids(store: Store, ids: list[str]) -> set[str]:
