@@ -73,6 +73,52 @@ def _stored_ids(store_dir: Path | None) -> Any:
     return lambda ids: existing_trace_ids(store, ids)
 
 
+def _merge(path: Path, dry_run: bool, store_dir: Path | None, as_json: bool) -> int:
+    """``ingest BUNDLE``: the bundle's traces the store does not hold yet."""
+    from agent_replay.commands._common import open_or_create
+    from agent_replay.services.bundle import merge_bundle
+
+    store = None if dry_run else open_or_create(store_dir)
+    known = _stored_ids(store_dir) if dry_run else None
+    try:
+        report = merge_bundle(store, path, dry_run=dry_run, known_ids=known)
+    finally:
+        if store is not None:
+            store.close()
+    ok = not report.rejected
+    if as_json:
+        emit_json(
+            {
+                "ok": ok,
+                "dry_run": dry_run,
+                "bundle": str(path),
+                "ingested": report.ingested,
+                "present": report.present,
+                "steps": report.steps,
+                "rejected": [
+                    {
+                        "where": r.where,
+                        "reason": r.reason,
+                        "problems": [{"path": p, "message": m} for p, m in r.problems],
+                    }
+                    for r in report.rejected
+                ],
+            }
+        )
+        return 0 if ok else 1
+    verb = "would ingest" if dry_run else "ingested"
+    click.echo(
+        f"{verb} {len(report.ingested):,} trace(s), {report.steps:,} step(s) from the bundle"
+        + (f"; {len(report.present):,} already present" if report.present else "")
+        + (f"; rejected {len(report.rejected):,}" if report.rejected else "")
+    )
+    for rejection in report.rejected[:50]:
+        click.echo(f"  rejected {safe(rejection.where)}: {safe(rejection.reason)}", err=True)
+        for where, message in rejection.problems:
+            click.echo(f"    {safe(where) or '(trace)'}: {safe(message)}", err=True)
+    return 0 if ok else 1
+
+
 def _items(source: Any, fmt: str) -> Iterator[tuple[str, Any]]:
     from agent_replay.trace.io import iter_json_document, iter_jsonl
 
@@ -105,21 +151,31 @@ def command(
     store_dir: Path | None,
     as_json: bool,
 ) -> int:
-    """Load traces from FILE (JSON: one trace or an array; JSONL: one trace a line), or - for stdin.
+    """Load traces from FILE (JSON: one trace or an array; JSONL: one trace a line; a bundle
+    from `export --format bundle`), or - for stdin.
 
     Each trace is validated strictly and written all-or-nothing; invalid traces are
     reported with every problem and its path, and the rest still load. Exit 1 if any
-    trace was rejected.
+    trace was rejected. A bundle is merged: its traces the store already holds are left as
+    they are (reported as present), so merging it twice adds nothing.
 
     \b
     Examples:
       agent-replay ingest traces.jsonl --tags nightly,prod
       agent-replay export --format jsonl | agent-replay ingest - --dir other/
       agent-replay ingest run.json --dry-run
+      agent-replay ingest failing-run.bundle
     """
     from agent_replay.commands._common import open_or_create
     from agent_replay.services.ingest import ingest_many
 
+    if file != "-" and fmt is None:
+        from agent_replay.services.bundle import is_bundle
+
+        if is_bundle(Path(file)):
+            if tags:
+                raise UsageError("--tags does not apply to a bundle (its traces keep their tags)")
+            return _merge(Path(file), dry_run, store_dir, as_json)
     if file == "-":
         raw: IO[bytes] = sys.stdin.buffer
         name = "<stdin>"

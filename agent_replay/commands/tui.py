@@ -5,6 +5,7 @@ Textual is imported only inside the callbacks (it costs ~200 ms; headless comman
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,33 +16,47 @@ from agent_replay.commands._common import dir_option
 from agent_replay.errors import EXIT_USAGE
 
 
+def _served_in_a_browser() -> bool:
+    """Whether this process is the app behind ``agent-replay web`` (textual-serve starts it with
+    Textual's web driver, talking over pipes rather than a terminal)."""
+    return "web_driver" in os.environ.get("TEXTUAL_DRIVER", "")
+
+
 def run_app(
     store_dir: Path | None,
     *,
     trace_id: str | None = None,
     mode: str = "traces",
+    bundle: Path | None = None,
     **app_options: Any,
 ) -> int:
-    """Open the app on the store (creating an empty one, which shows how to load data).
+    """Open the app on the store (creating an empty one, which shows how to load data), or on
+    a ``bundle`` file, read-only (``agent-replay open``).
 
     ``app_options`` go to ``make_app`` (``dashboard_refresh``, ``watch_filter``, ...).
     """
     ctx = click.get_current_context()
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not (sys.stdin.isatty() and sys.stdout.isatty()) and not _served_in_a_browser():
         root = ctx.find_root()
         click.echo(root.get_help())
         click.echo("\nerror: the app needs a terminal; use a subcommand instead", err=True)
         return EXIT_USAGE
     from agent_replay.commands._common import open_or_create, store_label
 
-    store = open_or_create(store_dir)
+    if bundle is not None:
+        from agent_replay.services.bundle import open_bundle
+
+        store = open_bundle(bundle)
+        label = f"{bundle.name} (read-only)"
+    else:
+        store = open_or_create(store_dir)
+        label = store_label(store_dir)  # the directory, or the team store's URL (masked)
     if trace_id is not None:
         from agent_replay.store.queries import resolve_trace_id
 
         trace_id = resolve_trace_id(store, trace_id)
     from agent_replay.app import make_app  # deferred: Textual, TUI only
 
-    label = store_label(store_dir)  # the directory, or the team store's URL (password masked)
     app = make_app(
         store, initial_trace=trace_id, initial_mode=mode, store_label=label, **app_options
     )

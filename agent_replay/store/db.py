@@ -168,12 +168,21 @@ class Store:
         db: the peewee database; queries are bound to it explicitly.
         path: the database file (``None`` for a PostgreSQL store).
         url: the PostgreSQL URL (``None`` for a SQLite store).
+        read_only: every write is refused (``open_read_only``: a bundle opened to look at).
     """
 
-    def __init__(self, db: Database, path: Path | None = None, *, url: str | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        path: Path | None = None,
+        *,
+        url: str | None = None,
+        read_only: bool = False,
+    ) -> None:
         self.db = db
         self.path = path
         self.url = url
+        self.read_only = read_only
 
     @property
     def is_sqlite(self) -> bool:
@@ -214,7 +223,12 @@ class Store:
         writer committed. Every read-then-write runs in one (next step number, pairing a
         result with its call, closing a trace), so concurrent writers never interleave.
         Re-entrant: nested use becomes a savepoint.
+
+        Raises:
+            ReadOnlyStoreError: the store was opened read-only.
         """
+        if self.read_only:
+            raise ReadOnlyStoreError(self.label)
         if self.is_sqlite:
             if not self.db.in_transaction():
                 with self.db.atomic("IMMEDIATE"):
@@ -241,6 +255,53 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ReadOnlyStoreError(StoreError):
+    """A write to a store opened read-only (a bundle in ``agent-replay open``)."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(
+            f"this store is open read-only ({label}): nothing can be changed here",
+            hints=["to work on these traces, merge them into your store: agent-replay ingest FILE"],
+        )
+
+
+READ_ONLY_PRAGMAS = {
+    "busy_timeout": int(BUSY_TIMEOUT_S * 1000),
+    "foreign_keys": 1,
+    "query_only": 1,
+    "cache_size": -64000,
+}
+"""A read-only connection's pragmas: no journal mode (setting one writes the header) and
+``query_only``, so not even a stray statement can write."""
+
+
+def open_read_only(path: str | os.PathLike[str]) -> Store:
+    """Open a SQLite store file read-only (``mode=ro``): reads work, every write is refused with
+    ``ReadOnlyStoreError`` (``Store.write``) and by SQLite itself. The schema must be current:
+    a read-only file can't be migrated (``services/bundle.open_bundle`` migrates a copy).
+
+    Raises:
+        StoreError: no such file, not an agent-replay store, or not readable.
+    """
+    from urllib.parse import quote as quote_path
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise StoreError(f"no such file: {file}")
+    uri = f"file:{quote_path(str(file.resolve()))}?mode=ro"
+    db = SqliteDatabase(
+        uri, uri=True, pragmas=READ_ONLY_PRAGMAS, timeout=BUSY_TIMEOUT_S, autoconnect=False
+    )
+    store = Store(db, file, read_only=True)
+    try:
+        db.connect(reuse_if_open=True)
+        db.execute_sql("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except DB_ERRORS as exc:
+        db.close()
+        raise StoreError(f"cannot read {file} as an agent-replay store: {_first_line(exc)}") from exc
+    return store
 
 
 def _db_file(path: str | os.PathLike[str]) -> Path:
@@ -341,15 +402,22 @@ def shared_connection(store: Store) -> Store:
     as the live feed, whose polls run in whichever worker thread is free."""
     if store.is_sqlite:
         assert store.path is not None
+        if store.read_only:
+            from urllib.parse import quote as quote_path
+
+            name, uri = f"file:{quote_path(str(store.path.resolve()))}?mode=ro", True
+        else:
+            name, uri = str(store.path), False
         db: Database = SqliteDatabase(
-            str(store.path),
-            pragmas=PRAGMAS,
+            name,
+            uri=uri,
+            pragmas=READ_ONLY_PRAGMAS if store.read_only else PRAGMAS,
             timeout=BUSY_TIMEOUT_S,
             autoconnect=False,
             thread_safe=False,
             check_same_thread=False,
         )
-        other = Store(db, store.path)
+        other = Store(db, store.path, read_only=store.read_only)
     else:
         assert store.url is not None
         other = Store(_pg_database(parse_pg_url(store.url), thread_safe=False), url=store.url)

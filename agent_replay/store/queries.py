@@ -434,5 +434,29 @@ def iter_trace_json(
         after = page.after
 
 
+def iter_trace_ids(
+    store: Store,
+    filters: TraceFilter | None = None,
+    *,
+    sort: str = "time",
+    limit: int | None = None,
+    page_size: int = 500,
+) -> Iterator[str]:
+    """The ids of the traces matching ``filters``, in list order, page by page."""
+    after: tuple[Any, str] | None = None
+    emitted = 0
+    while True:
+        size = page_size if limit is None else min(page_size, limit - emitted)
+        if size <= 0:
+            return
+        page = list_traces(store, filters, sort=sort, limit=size, after=after)
+        for summary in page.items:
+            yield summary.id
+            emitted += 1
+        if page.after is None:
+            return
+        after = page.after
+
+
 def count_traces(store: Store) -> int:
     return int(execute(store, "SELECT COUNT(*) FROM traces").fetchone()[0])

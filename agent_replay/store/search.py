@@ -81,8 +81,9 @@ def tsquery(terms: Sequence[Term]) -> str:
 def catch_up(store: Store) -> None:
     """Bring the SQLite index up to date with the rows written since it was last read (the
     triggers only queue them: see migration 0006); a no-op on PostgreSQL, whose index is
-    part of each row. Call before a query that reads the index."""
-    if not store.is_sqlite:
+    part of each row. Call before a query that reads the index. A read-only store (a bundle,
+    indexed when it was written) is read as it is."""
+    if not store.is_sqlite or store.read_only:
         return
     if store.db.execute_sql("SELECT 1 FROM search_queue LIMIT 1").fetchone() is None:
         return
