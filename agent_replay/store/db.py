@@ -300,7 +300,8 @@ def open_read_only(path: str | os.PathLike[str]) -> Store:
         db.execute_sql("SELECT COUNT(*) FROM sqlite_master").fetchone()
     except DB_ERRORS as exc:
         db.close()
-        raise StoreError(f"cannot read {file} as an agent-replay store: {_first_line(exc)}") from exc
+        detail = _first_line(exc)
+        raise StoreError(f"cannot read {file} as an agent-replay store: {detail}") from exc
     return store
 
 
