@@ -68,6 +68,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "tui": ("agent_replay.commands.tui", "Open the full-screen app (optionally on a trace)."),
     "open": ("agent_replay.commands.open_", "Browse a bundle file in the app, read-only."),
+    "web": ("agent_replay.commands.web", "Serve the app in a browser (textual-serve)."),
     "dashboard": ("agent_replay.commands.dashboard", "Open the app on the dashboard."),
     "watch": ("agent_replay.commands.watch", "Watch running traces live as steps arrive."),
     "push": ("agent_replay.commands.push", "Copy local traces to a team (PostgreSQL) store."),
