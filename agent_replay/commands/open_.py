@@ -29,7 +29,9 @@ def command(file: Path, trace_id: str | None) -> int:
     """
     from agent_replay.commands.tui import run_app
     from agent_replay.errors import UsageError
+    from agent_replay.services.bundle import open_bundle
 
     if not file.is_file():
         raise UsageError(f"no such file: {file}")
+    open_bundle(file).close()  # a file that is no bundle is an error here, terminal or not
     return run_app(None, trace_id=trace_id, bundle=file)

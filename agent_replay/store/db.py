@@ -262,7 +262,8 @@ class ReadOnlyStoreError(StoreError):
 
     def __init__(self, label: str) -> None:
         super().__init__(
-            f"this store is open read-only ({label}): nothing can be changed here",
+            f"this store is open read-only ({label}): nothing can be changed here; to work on "
+            "its traces, ingest the file into your store",
             hints=["to work on these traces, merge them into your store: agent-replay ingest FILE"],
         )
 
