@@ -68,6 +68,8 @@ class Browser:
         self.size = size
         self.requests: list[str] = []
         """Every URL the page requested."""
+        self.received = bytearray()
+        """Everything the page received over WebSockets (a web app's terminal output)."""
         self._profile = Path(tempfile.mkdtemp(prefix="agent-replay-chromium-"))
         self._process: subprocess.Popen[bytes] | None = None
         self._http: aiohttp.ClientSession | None = None
@@ -133,6 +135,10 @@ class Browser:
             message = json.loads((await self._ws.receive(timeout=60)).data)
             if message.get("method") == "Network.requestWillBeSent":
                 self.requests.append(message["params"]["request"]["url"])
+            elif message.get("method") == "Network.webSocketFrameReceived":
+                frame = message["params"]["response"]
+                data = frame["payloadData"]
+                self.received += base64.b64decode(data) if frame["opcode"] == 2 else data.encode()
             if message.get("id") == ident:
                 if "error" in message:
                     raise RuntimeError(f"{method}: {message['error']}")
@@ -155,6 +161,15 @@ class Browser:
                 return value
             if time.monotonic() > deadline:
                 raise AssertionError(f"the page never showed: {expression}")
+            await asyncio.sleep(0.2)
+
+    async def wait_for_received(self, text: str, timeout: float = 30.0) -> None:
+        """Wait until ``text`` has arrived over the page's WebSockets."""
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.received:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the page never received {text!r}")
+            await self.evaluate("0")  # a round trip: frames that arrived meanwhile are read
             await asyncio.sleep(0.2)
 
     async def screenshot(self, name: str) -> Path:
