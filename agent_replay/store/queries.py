@@ -212,8 +212,9 @@ def eval_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:
 
 
 def annotation_order(store: Store) -> str:
-    """``ORDER BY`` of a trace's annotations: oldest first (untimed first), then by id."""
-    return "created_at_ms, id" if store.is_sqlite else "created_at_ms NULLS FIRST, id"
+    """``ORDER BY`` of a trace's annotations: oldest first (untimed first), then in write order
+    (the rowid, or PostgreSQL's arrival sequence: migration 0008)."""
+    return "created_at_ms, rowid" if store.is_sqlite else "created_at_ms NULLS FIRST, seq"
 
 
 def annotation_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:

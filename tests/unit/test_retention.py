@@ -128,6 +128,7 @@ def test_a_dry_run_counts_and_deletes_nothing(aging: Store) -> None:
         "snapshots": 2,
         "evals": 2,
         "tags": 2,
+        "annotations": 0,
     }
     assert report.reclaimed is None
     assert count_traces(aging) == 5 and count(aging, "steps") == 10
