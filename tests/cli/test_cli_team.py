@@ -117,6 +117,30 @@ def test_push_twice_from_two_laptops(
 
 
 @pytest.mark.both_backends
+def test_annotations_survive_push_and_show_on_the_team_store(
+    cli: Cli, store: Store, store_dir: Path, tmp_path: Path
+) -> None:
+    """annotate on a laptop, push: the team store's show --json, show and list --label have
+    them."""
+    laptop = tmp_path / "alice" / ".agent-replay"
+    demo_into(cli, laptop)
+    local = ["--db-url", "", "--dir", laptop]
+    assert cli(*local, "annotate", "demo4", "--label", "good", "--note", "reference").code == 0
+    step = cli(*local, "annotate", "demo2", "--step", "3", "--label", "wrong-tool", "--json")
+    assert step.code == 0, step.err
+    assert cli("push", "--dir", laptop, "--to", store.target).code == 0
+    team = ["--db-url", store.url] if store.url else ["--db-url", "", "--dir", store_dir]
+    shown = cli(*team, "show", "demo2", "--json").json()
+    (annotation,) = shown["annotations"]
+    assert annotation == {k: v for k, v in step.json().items() if k != "trace_id"}
+    assert "✎ wrong-tool" in cli(*team, "show", "demo2").out
+    labelled = cli(*team, "list", "--label", "good", "--json").json()
+    assert [t["id"] for t in labelled] == ["trc_demo4goodrun"]
+    listed = cli(*team, "annotations", "demo4", "--json").json()
+    assert [a["note"] for a in listed["annotations"]] == ["reference"]
+
+
+@pytest.mark.both_backends
 def test_search_prints_the_matching_step_and_a_snippet(cli: Cli, store: Store) -> None:
     assert cli("demo").code == 0
     result = cli("search", "refund", "--limit", "1")
