@@ -38,6 +38,9 @@ print(len(names), " ".join(names))
         ["export", "--format", "json"],
         ["why", "trc_sample1", "--step", "5"],
         ["decisions", "trc_sample1"],
+        ["annotations", "trc_sample1"],
+        ["list", "--label", "good"],
+        ["export", "trc_sample1", "--format", "html"],
         ["init"],
         ["--help"],
     ],
@@ -79,6 +82,19 @@ def test_every_headless_module_imports_without_textual_or_rich(store_dir: Path) 
     ):
         assert nested in names.split(), nested
     assert int(count) > 100
+
+
+def test_the_mcp_server_loads_no_tui(store_dir: Path) -> None:
+    """``agent-replay mcp`` builds its server from the SDK's low-level parts: no Rich (the
+    SDK's high-level server installs a Rich log handler)."""
+    body = (
+        "from mcp.server.lowlevel import Server\n"
+        "from mcp.server.stdio import stdio_server\n"
+        "import agent_replay.commands.mcp, agent_replay.services.agent_tools\n"
+        "Server('probe')"
+    )
+    result = probe(body, store_dir=store_dir)
+    assert (result.code, result.loaded) == (None, []), result.stderr
 
 
 def test_the_probe_detects_a_rich_import(store_dir: Path) -> None:
