@@ -135,6 +135,7 @@ async def test_every_read_tool_answers_on_the_demo_store(demo_dir: Path) -> None
         got["eval"] = await call(session, "eval_trace", trace_id="demo3", presets=["safety-check"])
         got["missing"] = await session.call_tool("get_trace", {"trace_id": "nope"})
         got["bad"] = await session.call_tool("get_trace", {"trace_id": "demo2", "max_steps": 0})
+        got["injected"] = await session.call_tool("get_trace", {"trace_id": "trc_injected"})
 
     await with_server(demo_dir, body)
     assert [t["id"] for t in got["list"]["traces"]] == ["trc_demo2toolchain"]
@@ -158,22 +159,12 @@ async def test_every_read_tool_answers_on_the_demo_store(demo_dir: Path) -> None
     assert got["eval"]["stored"] is False
     assert got["missing"].is_error and "no trace matches 'nope'" in got["missing"].content[0].text
     assert got["bad"].is_error and "max_steps" in got["bad"].content[0].text
-
-
-async def test_recorded_prompt_injection_comes_back_as_escaped_data(demo_dir: Path) -> None:
-    """A step output that tries to close the data block stays inside it, as a JSON string."""
-    texts: list[str] = []
-
-    async def body(session: ClientSession) -> None:
-        result = await session.call_tool("get_trace", {"trace_id": "trc_injected"})
-        texts.append(result.content[0].text)
-
-    await with_server(demo_dir, body)
-    (text,) = texts
-    data = data_of(type("R", (), {"is_error": False, "content": [type("C", (), {"text": text})]}))
-    assert data["steps"][0]["output"] == INJECTION  # the data itself is intact
-    assert text.count("</agent-replay-data") == 1 and text.endswith('">')
-    assert "<system>" not in text
+    # A recorded prompt injection comes back inside the data block, as a JSON string: it can
+    # neither close the block (one closing marker, the last line) nor open a tag.
+    injected = got["injected"]
+    assert data_of(injected)["steps"][0]["output"] == INJECTION
+    text = injected.content[0].text
+    assert text.count("</agent-replay-data") == 1 and "<system>" not in text
 
 
 async def test_a_ten_thousand_step_trace_is_read_in_windows(demo_dir: Path) -> None:
