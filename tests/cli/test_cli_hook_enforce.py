@@ -156,7 +156,7 @@ def test_each_dialect_answers_each_action_exactly(
     assert guard["metadata"]["harness"] == harness and guard["metadata"]["enforced"] is True
     assert guard["input"] == {"tool": tool["name"], "arguments": payload["tool_input"]}
     if blocked:
-        assert tool["error"].startswith('blocked by agent-replay guard: policy "listing"')
+        assert tool["error"].startswith('Blocked by agent-replay guard: policy "listing"')
     else:
         assert tool["error"] is None
 
@@ -201,7 +201,7 @@ def test_every_real_pre_tool_payload_is_decided_and_recorded(
     assert [s["step_type"] for s in recorded] == ["tool_call", "guard_check"] * len(calls)
     for tool, guard in zip(recorded[::2], recorded[1::2], strict=True):
         assert guard["caused_by_step"] == tool["step_number"]
-        assert tool["error"].startswith("blocked by agent-replay guard")
+        assert tool["error"].startswith("Blocked by agent-replay guard")
     assert [s["name"] for s in recorded[::2]] == [p["tool_name"] for p in calls]
 
 

@@ -77,13 +77,13 @@ def test_codex_exec_fixture_maps_onto_steps(store: Store, tmp_path: Path) -> Non
         ("error", "warning"),
         ("error", "warning"),
         ("thought", "message"),
-        ("tool_call", "shell"),
+        ("tool_call", "Bash"),
         ("thought", "message"),
-        ("tool_call", "shell"),
+        ("tool_call", "Bash"),
         ("thought", "message"),
         ("tool_call", "apply_patch"),
         ("thought", "message"),
-        ("tool_call", "shell"),
+        ("tool_call", "Bash"),
         ("output", "final answer"),
         ("llm_call", "turn 1"),
     ]
@@ -91,14 +91,15 @@ def test_codex_exec_fixture_maps_onto_steps(store: Store, tmp_path: Path) -> Non
     # warnings are error steps, but the run is not failed
     assert "dangerously-bypass-hook-trust" in (steps[0].error or "")
     assert steps[3].output == "Let me do that."
-    assert steps[4].input == {"command": "/bin/bash -lc 'ls -la'"}
+    assert steps[4].input == {"command": "ls -la"}  # as Codex's hooks show it
+    assert steps[4].metadata["original_name"] == "command_execution"
     assert "notes.txt" in steps[4].output and steps[4].error is None
     assert steps[6].output.startswith("TODO:")
     assert steps[8].input == {
         "changes": [{"path": "/home/dev/codex-plain/work/summary.txt", "kind": "add"}]
     }
     failed = steps[10]
-    assert failed.input == {"command": "/bin/bash -lc 'cat does_not_exist.txt'"}
+    assert failed.input == {"command": "cat does_not_exist.txt"}
     assert failed.error == f"exit code 1: {FAILED_CAT}"
     assert failed.metadata["exit_code"] == 1 and failed.output == FAILED_CAT + "\n"
     assert [s.error for s in steps if s.step_type == "tool_call"].count(None) == 3
@@ -148,7 +149,7 @@ def test_codex_mcp_call_and_unknown_items(store: Store, tmp_path: Path) -> None:
     )
     run = replay(store, "codex-exec", stream, tmp_path)
     tool = run.trace.steps[0]
-    assert (tool.name, tool.input, tool.error) == ("fs.read", {"path": "/x"}, "no such file")
+    assert (tool.name, tool.input, tool.error) == ("mcp__fs__read", {"path": "/x"}, "no such file")
     assert run.report.skipped == {
         "unknown codex-exec item type 'hologram'": 2,
         "unknown codex-exec event type 'mystery.event'": 1,

@@ -180,7 +180,7 @@ def test_a_denied_call_is_recorded_with_its_guard_check(store: Store, clock, qui
     drain(store, clock=clock)
     tool, guard = trace_steps(store)
     assert (tool["step_type"], tool["name"]) == ("tool_call", "Bash")
-    assert tool["error"].startswith('blocked by agent-replay guard: policy "no-listing"')
+    assert tool["error"].startswith('Blocked by agent-replay guard: policy "no-listing"')
     assert (guard["step_type"], guard["name"], guard["caused_by_step"]) == (
         "guard_check",
         "no-listing",

@@ -22,8 +22,8 @@ FIXTURES = HARNESS / "codex"
 
 
 def fixture_rollouts() -> list[Path]:
-    """Every rollout in the fixtures."""
-    files = sorted(FIXTURES.glob("*/rollout/sessions/*/*/*/rollout-*.jsonl"))
+    """Every rollout of the scripted session (the enforce capture's differs: a blocked call)."""
+    files = sorted(FIXTURES.glob("plain/rollout/sessions/*/*/*/rollout-*.jsonl"))
     assert files, f"no rollouts under {FIXTURES}"
     return files
 
@@ -73,21 +73,21 @@ def test_every_fixture_rollout_becomes_the_scripted_session(
 
         kinds = [(s["step_type"], s["name"]) for s in trace["steps"]]
         expected: list[tuple[str, str]] = []
-        for tool in ["shell", "shell", "apply_patch", "shell"]:
+        for tool in ["Bash", "Bash", "apply_patch", "Bash"]:
             expected += [("llm_call", "gpt-5.5"), ("tool_call", tool)]
         expected += [("llm_call", "gpt-5.5"), ("output", "final_answer")]
         assert kinds == expected
 
         tools = steps_of(trace, step_type="tool_call")
-        assert [t["input"] for t in tools if t["name"] == "shell"] == [
+        assert [t["input"] for t in tools if t["name"] == "Bash"] == [
             {"command": "ls -la"},
             {"command": "cat notes.txt"},
             {"command": "cat does_not_exist.txt"},
         ]
-        assert tools[0]["metadata"]["tool_name"] == "exec_command"
+        assert tools[0]["metadata"]["original_name"] == "exec_command"
         assert "notes.txt" in tools[0]["output"] and "Chunk ID" not in tools[0]["output"]
         assert tools[1]["output"] == "TODO:\n- buy milk\n- fix bug #42\n- write tests\n"
-        assert tools[2]["input"].startswith("*** Begin Patch")
+        assert tools[2]["input"]["command"].startswith("*** Begin Patch")
         assert "summary.txt" in tools[2]["output"]
         failed = tools[3]
         assert failed["error"] == "exit code 1: cat: does_not_exist.txt: No such file or directory"
@@ -220,14 +220,16 @@ def test_an_older_rollout_with_the_shell_tool(
     assert [(s["step_type"], s["name"]) for s in trace["steps"]] == [
         ("llm_call", "gpt-5-codex"),
         ("thought", "reasoning"),
-        ("tool_call", "shell"),
+        ("tool_call", "Bash"),
         ("llm_call", "gpt-5-codex"),
         ("output", "final_answer"),
     ]
     first, thought, tool, second, answer = trace["steps"]
     assert trace["input"] == "run the tests" and first["input"] == "run the tests"
     assert thought["output"] == "**Run pytest**" and thought["caused_by_step"] == 1
-    assert tool["input"] == {"command": "pytest -q", "workdir": "/w"}
+    assert tool["input"] == {"command": "pytest -q"}
+    assert tool["metadata"]["tool_options"] == {"workdir": "/w"}
+    assert tool["metadata"]["original_name"] == "shell"
     assert tool["output"] == "1 failed" and tool["error"] == "exit code 1: 1 failed"
     assert first["tokens_used"] == 250
     assert first["metadata"]["cached_input_tokens"] == 800
@@ -296,7 +298,8 @@ def test_a_rollout_ending_mid_turn_is_a_timeout(
     assert trace["status"] == "timeout" and "mid-turn" in trace["error"]
     for tool in steps_of(trace, step_type="tool_call"):
         assert tool["error"] == codex_rollout.NO_RESULT
-        assert tool["input"] == {"command": "sleep 99", "workdir": "/w"}
+        assert tool["input"] == {"command": "sleep 99"}
+        assert tool["metadata"]["tool_options"] == {"workdir": "/w"}
 
 
 def test_exit_codes_from_execution_events_and_failed_patches(
@@ -327,7 +330,7 @@ def test_exit_codes_from_execution_events_and_failed_patches(
     ]
     trace = run(store, clock, write(tmp_path, records))
     shell_step, patch_step = steps_of(trace, step_type="tool_call")
-    assert shell_step["name"] == "shell" and shell_step["input"] == {"command": "ls '-a b'"}
+    assert shell_step["name"] == "Bash" and shell_step["input"] == {"command": "ls '-a b'"}
     assert shell_step["error"] == "exit code 2: ls: bad option"
     assert patch_step["error"] == "the tool failed: patch rejected"
     assert trace["status"] == "completed" and trace["output"] == "Both failed."

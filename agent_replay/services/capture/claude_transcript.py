@@ -13,7 +13,8 @@ What becomes what:
   metadata, not into ``tokens_used``. Its input is the prompt it answers, if any.
 - ``thinking`` blocks: ``thought`` steps; ``tool_use`` + its ``tool_result`` (paired by the
   tool_use id): a ``tool_call`` step with input, output, duration, and ``error`` when the result
-  says ``is_error``. Thoughts and tool calls are ``caused_by`` the reply that made them.
+  says ``is_error`` (for a call a hook blocked, the hook's reason; ``vocabulary``). Thoughts
+  and tool calls are ``caused_by`` the reply that made them.
 - a reply without tool calls that ends a turn: an ``output`` step (``final_answer``); the last
   one is the trace's output.
 - subagents (``<session>/subagents/agent-<id>.jsonl``): imported in place, when the Task/Agent
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.capture.importer import (
     CLAUDE_TRANSCRIPT,
     SessionWriter,
@@ -318,11 +320,16 @@ class _Session:
         self._maybe_subagent(str(tool_id), record.get("toolUseResult"), call)
         text = text_of(block.get("content"))
         failed = block.get("is_error") is True
+        error, metadata = None, None
+        if failed:  # a hook's block carries the hook's reason (``vocabulary``)
+            error, metadata = vocabulary.tool_error(vocabulary.CLAUDE, text)
+            error = error or "the tool reported an error"
         self.writer.close_step(
             call.step,
             output=None if failed else text,
-            error=(text or "the tool reported an error") if failed else None,
+            error=error,
             ended_at=not_before(call.started_at, at),
+            metadata=metadata or None,
         )
         context = call.context
         context.last_tool_step = call.step

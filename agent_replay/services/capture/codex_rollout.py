@@ -14,10 +14,12 @@ What becomes what:
   itself totals them; the cached and reasoning counts go in the step's metadata.
 - ``reasoning`` with a summary or text: a ``thought`` step. ``function_call``,
   ``custom_tool_call`` and ``local_shell_call`` + their outputs (paired by ``call_id``): a
-  ``tool_call`` step. The shell tools (``exec_command``, ``shell``, ``local_shell``) are named
-  ``shell`` with the command line as ``input.command`` (the tool's own name stays in metadata);
-  a non-zero exit code (from the ``CommandExecution`` item, ``exec_command_end``, or the
-  output's header) or a failed patch sets ``error``.
+  ``tool_call`` step, named and shaped as Codex's hooks show it (``vocabulary``): the shell
+  tools (``exec_command``, ``shell``, ``local_shell``) are ``Bash`` with the command line as
+  ``input.command``, ``apply_patch``'s input is ``{"command": "<patch>"}`` (the tool's own name
+  stays in ``metadata.original_name``); a non-zero exit code (from the ``CommandExecution``
+  item, ``exec_command_end``, or the output's header) or a failed patch sets ``error``, and a
+  call a hook blocked has the hook's reason as its ``error``.
 - ``task_complete``: the turn's answer (``last_agent_message``) as an ``output`` step.
 
 Status: ``failed`` when the session ends on an ``error`` event; ``timeout`` when it ends
@@ -31,11 +33,11 @@ know, unreadable lines and outputs without their call are skipped and counted.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.capture.importer import (
     CODEX_ROLLOUT,
     SessionWriter,
@@ -81,8 +83,6 @@ _ITEM_TYPES = frozenset(
 )
 _CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
-_SHELL_TOOLS = frozenset({"exec_command", "shell", "shell_command", "container.exec"})
-_SHELLS = frozenset({"bash", "sh", "zsh", "dash", "fish", "pwsh", "powershell"})
 # Events that repeat what the response items already hold, or carry nothing for the trace.
 _IGNORED_EVENTS = frozenset(
     {
@@ -395,11 +395,9 @@ class _Rollout:
             arguments = (
                 {k: v for k, v in action.items() if k != "type"} if isinstance(action, dict) else {}
             )
-        metadata: dict[str, Any] = {"call_id": call_id}
-        display = name
-        if name in _SHELL_TOOLS or kind == "local_shell_call":
-            display, arguments = "shell", _shell_input(arguments)
-            metadata["tool_name"] = name
+        tool = vocabulary.canonical_tool(vocabulary.CODEX, name, arguments)
+        metadata: dict[str, Any] = {"call_id": call_id, **tool.metadata}
+        display, arguments = tool.name, tool.input
         step = self.writer.open_step(
             "tool_call",
             display,
@@ -429,7 +427,15 @@ class _Rollout:
             or success is False
         )
         error = None
-        if failed:
+        metadata: dict[str, Any] = {"exit_code": exit_code} if exit_code is not None else {}
+        blocked = vocabulary.refusal(
+            vocabulary.CODEX, output if isinstance(output, str) else None
+        )
+        if blocked is not None:  # a hook refused the call: it never ran
+            error, refused = blocked
+            metadata.update(refused)
+            output = None
+        elif failed:
             error = f"exit code {exit_code}" if exit_code is not None else "the tool failed"
             detail = first_line(output if isinstance(output, str) else None)
             if detail:
@@ -439,7 +445,7 @@ class _Rollout:
             output=output,
             error=error,
             ended_at=not_before(call.started_at, at),
-            metadata={"exit_code": exit_code} if exit_code is not None else None,
+            metadata=metadata or None,
         )
         self.last_tool_step = call.step
         self.awaiting_reply = True
@@ -608,26 +614,6 @@ class _Rollout:
 def _exit_code(value: Any) -> int | None:
     """An exit code (negative for a signal), or ``None``."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _shell_input(arguments: Any) -> Any:
-    """A shell call's input with the command line as one string under ``command``."""
-    if isinstance(arguments, str):
-        return {"command": arguments}
-    if not isinstance(arguments, dict):
-        return arguments
-    rest = {k: v for k, v in arguments.items() if k not in ("cmd", "command")}
-    command = arguments.get("cmd", arguments.get("command"))
-    if isinstance(command, list) and all(isinstance(part, str) for part in command):
-        command = _command_line(command)
-    return {"command": command, **rest}
-
-
-def _command_line(argv: list[str]) -> str:
-    """``["bash", "-lc", "ls -la"]`` -> ``ls -la``; other argv lists are shell-quoted."""
-    if len(argv) == 3 and argv[1] in ("-lc", "-c") and Path(argv[0]).name in _SHELLS:
-        return argv[2]
-    return shlex.join(argv)
 
 
 def _parse_output(raw: Any) -> tuple[Any, int | None, bool | None]:

@@ -4,7 +4,8 @@
 |---|---|
 | SessionStart | the trace (created ``running``; ``resume`` and the others continue it) |
 | UserPromptSubmit | the trace input (first prompt) and a ``thought`` step ``user_prompt`` |
-| PreToolUse | an open ``tool_call`` step named after the tool, keyed by ``tool_use_id`` |
+| PreToolUse | an open ``tool_call`` step named after the tool (``vocabulary``), keyed by |
+|  | ``tool_use_id`` |
 | PostToolUse | that step closed with ``tool_response`` as output (tokens and model for Agent) |
 | PostToolUseFailure | that step closed with the ``error`` text |
 | PermissionDenied | that step closed with a ``permission denied`` error |
@@ -12,7 +13,8 @@
 |  | subagent's tool calls (payloads with ``agent_id``) nest under it |
 | SubagentStop | the subagent step closed with its last message |
 | Stop | an ``output`` step ``assistant_message``; the trace ends ``completed`` with that output |
-|  | (a later prompt reopens it: one trace per session, finished after every turn) |
+|  | (a later prompt reopens it: one trace per session, finished after every turn); a call |
+|  | still open was refused: closed with the harness's reason from its session file |
 | StopFailure | an ``error`` step; the trace ends ``failed`` |
 | SessionEnd | open steps closed; the trace ends (``completed`` unless it failed) |
 | anything else | skipped (Notification, PreCompact, MessageDisplay, PostToolBatch, ...) |
@@ -20,21 +22,34 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.capture.hooks import NO_RESULT, SESSION_ENDED, Hook, as_int
 from agent_replay.store.mapping import dec
 from agent_replay.store.writes import execute
 
 ToolFailure = Callable[[Hook], str | None]
 """The error of a successful-looking PostToolUse (Codex reports failed commands there)."""
+Refusal = Callable[[Hook, str], tuple[str, dict[str, Any]] | None]
+"""Why a call that never returned was refused, from the harness's session file."""
+
+SESSION_TAIL_BYTES = 4 * 1024 * 1024
+"""How much of a session file's end is read for a refused call's reason."""
+_SESSION_FILE = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl"
+)
 
 SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
 SUBAGENT_KEY = "subagent:"
 
 
-def apply(hook: Hook, *, tool_failure: ToolFailure | None = None) -> None:
+def apply(
+    hook: Hook, *, tool_failure: ToolFailure | None = None, refused: Refusal | None = None
+) -> None:
     """Record one Claude Code (or Codex CLI) hook payload."""
     event = hook.event
     if event == "SessionStart":
@@ -58,7 +73,7 @@ def apply(hook: Hook, *, tool_failure: ToolFailure | None = None) -> None:
     elif event == "SubagentStop":
         subagent_stop(hook)
     elif event == "Stop":
-        stop(hook, hook.text("last_assistant_message"))
+        stop(hook, hook.text("last_assistant_message"), refused=refused or transcript_refusal)
     elif event == "StopFailure":
         stop_failure(hook)
     elif event == "SessionEnd":
@@ -101,16 +116,24 @@ def _parent(hook: Hook) -> int | None:
     return subagent_step(hook, agent_id, hook.text("agent_type")) if agent_id else None
 
 
+def canonical(hook: Hook) -> vocabulary.Tool:
+    """The payload's tool call in the canonical vocabulary of its harness."""
+    return vocabulary.canonical_tool(
+        hook.dialect.key, hook.text("tool_name"), hook.payload.get("tool_input")
+    )
+
+
 def pre_tool(hook: Hook) -> None:
     """A tool call starts: an open step keyed by the call id."""
     key = call_key(hook)
+    tool = canonical(hook)
     hook.start(
         "tool_call",
-        hook.text("tool_name"),
+        tool.name,
         call_id=key,
-        input=hook.payload.get("tool_input"),
+        input=tool.input,
         parent_step=_parent(hook),
-        metadata=_agent_metadata(hook),
+        metadata={**_agent_metadata(hook), **tool.metadata},
         unique=not key.startswith(NAME_KEY),
     )
 
@@ -119,6 +142,7 @@ def post_tool(hook: Hook, error: str | None, *, interrupted: bool = False) -> No
     """A tool call returned (or failed): close its step with the result."""
     name = hook.text("tool_name")
     tool_input = hook.payload.get("tool_input")
+    tool = canonical(hook)
     response = hook.payload.get("tool_response")
     tokens = model = None
     if name in SUBAGENT_TOOLS and isinstance(response, dict):  # the subagent's usage
@@ -131,8 +155,8 @@ def post_tool(hook: Hook, error: str | None, *, interrupted: bool = False) -> No
         meta["interrupted"] = True
     number = hook.finish_tool(
         call_key(hook),
-        name,
-        input=tool_input,
+        tool.name,
+        input=tool.input,
         output=response,
         error=error,
         duration_ms=float(duration)
@@ -237,11 +261,13 @@ def subagent_stop(hook: Hook) -> None:
     )
 
 
-def stop(hook: Hook, message: str | None) -> None:
+def stop(hook: Hook, message: str | None, *, refused: Refusal | None = None) -> None:
     """A turn finished: its last message is an output step and the trace's output, and the
-    trace is ``completed`` until the next prompt reopens it."""
+    trace is ``completed`` until the next prompt reopens it. A tool call still open never
+    ran: it is closed with the reason the session file gives (a permission refusal, another
+    hook's block), else ``NO_RESULT``."""
     trace_id = hook.trace()
-    hook.close_open(NO_RESULT, step_type="tool_call")
+    close_refused(hook, refused or transcript_refusal)
     if message:
         hook.record(
             {"step_type": "output", "name": "assistant_message", "output": hook.keep(message)},
@@ -273,3 +299,75 @@ def session_end(hook: Hook) -> None:
     hook.close_open(SESSION_ENDED)
     reason = hook.text("reason")
     hook.finish("completed", metadata={"end_reason": reason} if reason else None)
+
+
+def close_refused(hook: Hook, refused: Refusal) -> None:
+    """Close the turn's open tool calls, each with the harness's reason when it has one."""
+    found = hook.find_trace()
+    if found is None:
+        return
+    for number, call_id in hook.open_steps(step_type="tool_call"):
+        reason = None
+        if call_id and not call_id.startswith(NAME_KEY):
+            reason = refused(hook, call_id)
+        error, metadata = reason if reason is not None else (NO_RESULT, {})
+        hook.rec.end_step(
+            found[0], number, error=hook.error(error), ended_at=hook.at, metadata=metadata
+        )
+
+
+def transcript_refusal(hook: Hook, call_id: str) -> tuple[str, dict[str, Any]] | None:
+    """A refused call's reason from the Claude Code transcript (``transcript_path``): the
+    error ``tool_result`` Claude Code wrote for it ("Claude requested permissions to write to
+    ..., but you haven't granted it yet.", a hook's block), read from the file's tail."""
+    path = hook.text("transcript_path")
+    if not path or not _SESSION_FILE.fullmatch(path.rsplit("/", 1)[-1]):
+        return None  # only ever read Claude Code's own session files
+    for record in tail_records(path, call_id):
+        message = record.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and block.get("tool_use_id") == call_id
+                and block.get("is_error") is True
+            ):
+                text = _text(block.get("content"))
+                error, metadata = vocabulary.tool_error(vocabulary.CLAUDE, text)
+                return (error, metadata) if error else None
+    return None
+
+
+def tail_records(path: str, needle: str) -> list[dict[str, Any]]:
+    """The JSON records near the end of a session file that mention ``needle``, newest
+    first (an unreadable file has none)."""
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(0, 2)
+            size = stream.tell()
+            stream.seek(max(0, size - SESSION_TAIL_BYTES))
+            data = stream.read()
+    except OSError:
+        return []
+    wanted = needle.encode("utf-8")
+    records = []
+    for line in reversed(data.splitlines()):
+        if wanted not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict)]
+        return "\n".join(p for p in parts if isinstance(p, str)) or None
+    return None

@@ -14,6 +14,10 @@ command's output. A tool step gets an error when the exit code can be found:
 
 When neither is available (the rollout is not readable by the drainer) the step is recorded
 without an error.
+
+A call a hook blocked never gets a PostToolUse: at Stop it is closed with the reason its
+rollout output gives ("Command blocked by PreToolUse hook: <reason>. Command: ..." ->
+``<reason>``, as ``codex_rollout`` records it), else ``NO_RESULT``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 import re
 from typing import Any
 
-from agent_replay.services.capture import hooks_claude
+from agent_replay.services.capture import hooks_claude, vocabulary
 from agent_replay.services.capture.hooks import Hook
 
 ROLLOUT_TAIL_BYTES = 4 * 1024 * 1024
@@ -33,7 +37,26 @@ _EXIT_TEXT = re.compile(
 
 def apply(hook: Hook) -> None:
     """Record one Codex CLI hook payload."""
-    hooks_claude.apply(hook, tool_failure=tool_failure)
+    hooks_claude.apply(hook, tool_failure=tool_failure, refused=rollout_refusal)
+
+
+def rollout_refusal(hook: Hook, call_id: str) -> tuple[str, dict[str, Any]] | None:
+    """A blocked call's reason, from the output its rollout records (read from the tail)."""
+    path = hook.text("transcript_path")
+    name = (path or "").rsplit("/", 1)[-1]
+    if not path or not (name.startswith("rollout-") and name.endswith(".jsonl")):
+        return None  # only ever read Codex's own session files
+    for record in hooks_claude.tail_records(path, call_id):
+        item = record.get("payload")
+        if (
+            isinstance(item, dict)
+            and item.get("call_id") == call_id
+            and item.get("type") in ("function_call_output", "custom_tool_call_output")
+        ):
+            output = item.get("output")
+            text = output if isinstance(output, str) else None
+            return vocabulary.refusal(vocabulary.CODEX, text)
+    return None
 
 
 def tool_failure(hook: Hook) -> str | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent_replay.services.capture import hooks_claude
+from agent_replay.services.capture import hooks_claude, vocabulary
 from agent_replay.services.capture.hooks import NO_RESULT, SESSION_ENDED, Hook, as_int
 from agent_replay.services.derive import duration_between
 
@@ -193,7 +193,7 @@ def tool_error(response: Any) -> str | None:
     if isinstance(error, dict):
         error = error.get("message") or error.get("type") or "the tool call failed"
     if isinstance(error, str) and error:
-        return error
+        return vocabulary.tool_error(vocabulary.GEMINI, error)[0] or error
     content = response.get("llmContent")
     if isinstance(content, list):
         content = "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)

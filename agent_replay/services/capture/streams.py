@@ -9,7 +9,9 @@ What they map to:
 - assistant text -> ``thought`` steps, except the last text of the run -> ``output``; streamed
   chunks (Gemini ``delta`` messages, Claude's per-block lines of one reply) merge into one step;
 - tool calls -> ``tool_call`` steps opened when the call starts and closed with its result,
-  paired by the harness's call id; a failed call gets ``error`` set;
+  paired by the harness's call id, named and shaped as the harness's hooks show them
+  (``vocabulary``: Codex's ``command_execution`` is ``Bash`` with the command line unwrapped
+  from ``bash -lc``); a failed call gets ``error`` set (a blocked one, the hook's reason);
 - model usage -> ``llm_call`` steps carrying the tokens (Claude: one per API reply, counted once
   per message id; Codex: one per turn; Gemini: one per model in the final stats);
 - warnings and errors -> ``error`` steps (a Codex warning item doesn't fail the trace).
@@ -27,6 +29,7 @@ from typing import Any
 
 import orjson
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.capture.events import EventEngine, LineSink
 
 # A failed shell command's text: "Exit code 1" / "Exit Code: 1" (Claude, Gemini's full format).
@@ -299,14 +302,13 @@ class CodexExecSink(StreamSink):
         self.flush_text("thought")
         item_id = str(item.get("id"))
         self.started_items.add(item_id)
-        name, tool_input = call
         self.emit(
             "step_start",
             step_type="tool_call",
-            name=name,
-            input=tool_input,
+            name=call.name,
+            input=call.input,
             call_id=item_id,
-            metadata={"item_type": kind},
+            metadata={"item_type": kind, **call.metadata},
         )
 
     def on_item_updated(self, event: dict[str, Any]) -> None:
@@ -356,30 +358,32 @@ class CodexExecSink(StreamSink):
             self.emit("step_end", call_id=item_id, output=output, error=error, metadata=metadata)
             return
         self.flush_text("thought")
-        name, tool_input = call
         self.emit(
             "step",
             step_type="tool_call",
-            name=name,
-            input=tool_input,
+            name=call.name,
+            input=call.input,
             output=output,
             error=error,
-            metadata={"item_type": kind, **metadata},
+            metadata={"item_type": kind, **call.metadata, **metadata},
         )
 
     @staticmethod
-    def _tool_call(item: dict[str, Any]) -> tuple[str, Any] | None:
-        """(name, input) of an item that is a tool call, else ``None``."""
+    def _tool_call(item: dict[str, Any]) -> vocabulary.Tool | None:
+        """The canonical call of an item that is a tool call, else ``None``."""
         kind = item.get("type")
         if kind == "command_execution":
-            return "shell", {"command": item.get("command")}
-        if kind == "file_change":
-            return "apply_patch", {"changes": item.get("changes")}
+            return vocabulary.canonical_tool(
+                vocabulary.CODEX, "command_execution", {"command": item.get("command")}
+            )
+        if kind == "file_change":  # the stream carries the changed files, not the patch
+            return vocabulary.Tool(vocabulary.PATCH_TOOL, {"changes": item.get("changes")})
         if kind == "mcp_tool_call":
-            server, tool = item.get("server"), item.get("tool")
-            return f"{server}.{tool}" if server else str(tool), item.get("arguments")
+            return vocabulary.Tool(
+                vocabulary.mcp_name(item.get("server"), item.get("tool")), item.get("arguments")
+            )
         if kind == "web_search":
-            return "web_search", {"query": item.get("query")}
+            return vocabulary.Tool("web_search", {"query": item.get("query")})
         return None
 
     @staticmethod
@@ -499,6 +503,8 @@ class GeminiStreamSink(StreamSink):
                 error = str(failure)
             elif isinstance(output, str):
                 error = _first_line(output)
+            error, refused = vocabulary.tool_error(vocabulary.GEMINI, error)
+            metadata.update(refused)
             error = error or "tool failed"
         elif tool.get("name") in _SHELL_TOOLS:
             parameters = tool.get("parameters")
@@ -758,16 +764,18 @@ class ClaudeStreamSink(StreamSink):
                     if isinstance(part, dict) and isinstance(part.get("text"), str)
                 ]
                 output = "\n".join(texts) if len(texts) == len(output) else output
-            error = None
+            error, refused = None, {}
             if block.get("is_error"):
                 text = output if isinstance(output, str) else orjson.dumps(output).decode()
-                error = text.strip()[:_ERROR_TEXT_LIMIT] or "tool failed"
+                error, refused = vocabulary.tool_error(vocabulary.CLAUDE, text)
+                error = (error or "").strip()[:_ERROR_TEXT_LIMIT] or "tool failed"
             number = self.emit(
                 "step_end",
                 call_id=tool_id or None,
                 output=output,
                 error=error,
                 ended_at=event.get("timestamp"),
+                metadata=refused or None,
             )
             if number is not None:
                 self.last_result_step = number

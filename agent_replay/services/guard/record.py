@@ -10,8 +10,10 @@ The hook decided a pre-tool payload and queued it with the decision in its optio
 - output: what the harness was told (``decision``: deny, ask or allow) and the evaluation
   (``action``, ``policy``, ``reason``, ``matches``); a ``decision`` of ``deny`` is what the
   dashboard, the live watch and the timeline count as a block;
-- a blocked call's step is closed with an error naming the policy: the harness never runs
-  it, so no result will come.
+- a blocked call's step is closed with the reason the harness was given
+  (``enforce.message``: "Blocked by agent-replay guard: policy ..."), the same error an
+  import of the harness's own session file records for it (``capture.vocabulary``): the
+  harness never runs the call, so no result will come.
 
 Everything goes through ``TraceRecorder`` (lenient, redacting as the capture does).
 """
@@ -22,6 +24,8 @@ from typing import Any
 
 from agent_replay.clock import Clock
 from agent_replay.services.capture.hooks import DIALECTS, detect_dialect, event_time
+from agent_replay.services.guard.decide import Evaluation
+from agent_replay.services.guard.enforce import HARNESSES, message
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.writes import execute
@@ -101,11 +105,17 @@ def record_guard_check(
         },
     )
     if tool is not None and tool[2] and decision == "deny":
-        reason = evaluation.get("reason") or "a guard policy denied it"
-        rec.end_step(
-            trace_id,
-            int(tool[0]),
-            error=f"blocked by agent-replay guard: {reason}",
-            ended_at=at,
-        )
+        rec.end_step(trace_id, int(tool[0]), error=_told(evaluation, guard), ended_at=at)
     return number
+
+
+def _told(evaluation: dict[str, Any], guard: dict[str, Any]) -> str:
+    """The reason a denied call's harness was given (what its own session file records)."""
+    reason = str(evaluation.get("reason") or "a guard policy denied it")
+    action = str(evaluation.get("action") or "deny")
+    harness = guard.get("harness")
+    told = message(
+        Evaluation(action if action in ("deny", "require_review") else "deny", None, reason),
+        harness if harness in HARNESSES else "claude",
+    )
+    return told or f"Blocked by agent-replay guard: {reason}"
