@@ -1,4 +1,5 @@
-"""``agent-replay import PATH``: Claude Code transcripts and Codex rollouts, one trace a session."""
+"""``agent-replay import PATH``: Claude Code transcripts, Codex rollouts and Gemini CLI chat
+recordings, one trace a session."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import click
 from agent_replay.commands._common import dir_option, emit_json, json_option, safe, split_tags
 
 # The importer's FORMATS, spelled out: commands import no services at module level.
-FORMATS = ("claude-transcript", "codex-rollout")
+FORMATS = ("claude-transcript", "codex-rollout", "gemini-chat")
 
 
 @click.command(name="import")
@@ -34,8 +35,9 @@ def command(
     store_dir: Path | None,
     as_json: bool,
 ) -> int:
-    """Import agent sessions from PATH: a Claude Code transcript or Codex rollout file, or a
-    folder of them (searched recursively, e.g. ~/.claude/projects or ~/.codex/sessions).
+    """Import agent sessions from PATH: a Claude Code transcript, Codex rollout or Gemini CLI
+    chat recording, or a folder of them (searched recursively, e.g. ~/.claude/projects,
+    ~/.codex/sessions or ~/.gemini/tmp).
 
     Each session becomes one trace: prompts, replies (tokens counted once per API
     reply), thinking, tool calls with their results (failed ones marked), subagents nested
@@ -53,6 +55,7 @@ def command(
     Examples:
       agent-replay import ~/.claude/projects
       agent-replay import ~/.codex/sessions --tags codex
+      agent-replay import ~/.gemini/tmp
       agent-replay import ~/.claude/projects/-home-me-app/SESSION.jsonl --json
       agent-replay import rollout.jsonl --format codex-rollout --no-redact
     """

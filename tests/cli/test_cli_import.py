@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -24,14 +25,28 @@ def harness() -> Path:
     return HARNESS
 
 
-def session_files() -> list[Path]:
-    """Every Claude Code transcript (not the subagent files) and Codex rollout in the fixtures."""
+SCRIPTED = ("plain", "otel", "subagent")
+"""The captures of the scripted session (the denied/enforce ones refuse a call)."""
+
+
+def session_files(passes: tuple[str, ...] = SCRIPTED) -> list[Path]:
+    """The Claude Code transcripts (not the subagent files) and Codex rollouts of these
+    capture passes."""
     claude = [
         p
         for p in HARNESS.glob("claude-code/*/transcript/projects/*/*.jsonl")
-        if "subagents" not in p.parts
+        if "subagents" not in p.parts and p.parts[-5] in passes
     ]
-    return sorted(claude) + sorted(HARNESS.glob("codex/*/rollout/sessions/*/*/*/*.jsonl"))
+    codex = [
+        p for p in HARNESS.glob("codex/*/rollout/sessions/*/*/*/*.jsonl") if p.parts[-7] in passes
+    ]
+    return sorted(claude) + sorted(codex)
+
+
+def every_session() -> list[Path]:
+    """Every session file in the fixtures: transcripts, rollouts and Gemini chat recordings."""
+    everything = ("plain", "otel", "subagent", "denied", "enforce")
+    return session_files(everything) + sorted(HARNESS.glob("gemini-cli/*/chats/*/*/chats/*.jsonl"))
 
 
 SESSIONS = session_files()
@@ -76,25 +91,31 @@ def test_every_fixture_session_imports_through_the_command(cli: Cli, path: Path 
 
 
 def test_a_folder_imports_every_session_and_a_second_run_adds_nothing(cli: Cli) -> None:
-    """The whole fixtures folder: the 4 sessions imported, other .jsonl files ignored (not
-    failures); importing it again skips all 4 and says so."""
+    """The whole fixtures folder: every session imported (Claude Code, Codex and Gemini CLI),
+    other .jsonl files ignored (not failures); importing it again skips them all and says so."""
     folder = harness()
+    count = len(every_session())
+    assert count >= 10
     first = cli("import", folder)
     assert first.code == 0, first.err
-    assert "imported 4 session(s) (40 steps); skipped 0 already present;" in first.out
+    assert f"imported {count} session(s) (" in first.out
+    assert "skipped 0 already present;" in first.out
     assert "0 unknown record(s) skipped" in first.out
     assert "ignored" in first.out
     second = cli("import", folder)
     assert second.code == 0
-    assert "imported 0 session(s) (0 steps); skipped 4 already present" in second.out
+    assert f"imported 0 session(s) (0 steps); skipped {count} already present" in second.out
     assert "nothing new to import" in second.out
     listed = cli("list", "--json").json()
-    assert len(listed) == 4
+    assert len(listed) == count
+    assert {t["agent_name"] for t in listed} == {"claude-code", "codex", "gemini-cli"}
 
 
-def test_json_summary_lists_each_file(cli: Cli) -> None:
+def test_json_summary_lists_each_file(cli: Cli, tmp_path: Path) -> None:
     """``--json`` prints the totals and one entry per file read."""
-    folder = harness() / "claude-code"
+    folder = tmp_path / "claude-code"
+    for name in SCRIPTED:
+        shutil.copytree(harness() / "claude-code" / name, folder / name)
     report = cli("import", folder, "--json", "--tags", "imported,claude").json()
     assert report["sessions"] == 3 and report["steps"] == 30 and report["failed"] == 0
     assert report["already_present"] == 0 and report["unknown_records"] == 0
@@ -118,7 +139,10 @@ def test_a_file_that_is_not_a_session_fails_with_exit_1(cli: Cli) -> None:
     report = result.json()
     assert report["ok"] is False and report["failed"] == 1
     assert report["error"] == "1 file(s) could not be imported" and report["hints"]
-    assert "not a Claude Code transcript or Codex rollout" in report["files"][0]["error"]
+    assert (
+        "not a Claude Code transcript, Codex rollout or Gemini CLI chat recording"
+        in (report["files"][0]["error"])
+    )
     text = cli("import", hooks)
     assert text.code == 1 and "failed" in text.err
 

@@ -184,9 +184,8 @@ def test_folder_import_skips_subagent_files_and_reimport_adds_nothing(
     """Walking the fixtures imports every session (not the subagent file on its own);
     a second walk finds them all present."""
     fixture_transcript("plain")
-    sessions = len(
-        [p for p in FIXTURES.glob("*/transcript/projects/*/*.jsonl") if p.parent.name != "subagents"]
-    )
+    found = FIXTURES.glob("*/transcript/projects/*/*.jsonl")
+    sessions = len([p for p in found if p.parent.name != "subagents"])
     assert sessions >= 3
     first = import_path(store, FIXTURES, clock=clock)
     assert first.sessions == sessions and not first.failed

@@ -428,9 +428,7 @@ class _Rollout:
         )
         error = None
         metadata: dict[str, Any] = {"exit_code": exit_code} if exit_code is not None else {}
-        blocked = vocabulary.refusal(
-            vocabulary.CODEX, output if isinstance(output, str) else None
-        )
+        blocked = vocabulary.refusal(vocabulary.CODEX, output if isinstance(output, str) else None)
         if blocked is not None:  # a hook refused the call: it never ran
             error, refused = blocked
             metadata.update(refused)

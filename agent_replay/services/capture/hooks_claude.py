@@ -39,9 +39,7 @@ Refusal = Callable[[Hook, str], tuple[str, dict[str, Any]] | None]
 
 SESSION_TAIL_BYTES = 4 * 1024 * 1024
 """How much of a session file's end is read for a refused call's reason."""
-_SESSION_FILE = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl"
-)
+_SESSION_FILE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl")
 
 SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
 SUBAGENT_KEY = "subagent:"

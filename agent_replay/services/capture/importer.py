@@ -1,10 +1,11 @@
 """Importing harness session files into the store: format detection, folder walking, skipping
 sessions already imported, and the plumbing every format parser writes through.
 
-A parser (``claude_transcript``, ``codex_rollout``) streams one file line by line and drives a
-``SessionWriter``, which owns the ``TraceRecorder`` (lenient, redacting unless ``--no-redact``)
-and the transactions. Nothing here holds a session in memory: the writer keeps counters, and the
-parsers keep only what pairing needs (open tool calls, the message being merged).
+A parser (``claude_transcript``, ``codex_rollout``, ``gemini_chat``) streams one file line by
+line and drives a ``SessionWriter``, which owns the ``TraceRecorder`` (lenient, redacting unless
+``--no-redact``) and the transactions. Nothing here holds a session in memory: the writer keeps
+counters, and the parsers keep only what pairing needs (open tool calls, the message being
+merged).
 
 Transactions: the writer groups recorder calls into one transaction committed every
 ``COMMIT_EVERY_S`` seconds, so a 200 MB import neither pays a commit per step nor holds the
@@ -39,7 +40,8 @@ from agent_replay.trace.io import loads
 
 CLAUDE_TRANSCRIPT = "claude-transcript"
 CODEX_ROLLOUT = "codex-rollout"
-FORMATS = (CLAUDE_TRANSCRIPT, CODEX_ROLLOUT)
+GEMINI_CHAT = "gemini-chat"
+FORMATS = (CLAUDE_TRANSCRIPT, CODEX_ROLLOUT, GEMINI_CHAT)
 
 COMMIT_EVERY_S = 0.25
 COMMIT_EVERY_WRITES = 500  # also bounds what one transaction holds in memory on a slow machine
@@ -274,13 +276,15 @@ def parser_for(fmt: str) -> Parser:
         from agent_replay.services.capture import claude_transcript as module
     elif fmt == CODEX_ROLLOUT:
         from agent_replay.services.capture import codex_rollout as module  # type: ignore[no-redef]
+    elif fmt == GEMINI_CHAT:
+        from agent_replay.services.capture import gemini_chat as module  # type: ignore[no-redef]
     else:
         raise UsageError(f"unknown import format {fmt!r}; expected one of {', '.join(FORMATS)}")
     return module
 
 
 def detect_format(path: Path) -> str | None:
-    """The format of a session file, from its first records (``None``: neither)."""
+    """The format of a session file, from its first records (``None``: none of them)."""
     parsers = [parser_for(fmt) for fmt in FORMATS]
     for record in head_records(path):
         for parser in parsers:
@@ -448,7 +452,10 @@ def import_file(
             return FileResult(
                 path,
                 "ignored" if in_folder else "failed",
-                error="not a Claude Code transcript or Codex rollout (use --format to force one)",
+                error=(
+                    "not a Claude Code transcript, Codex rollout or Gemini CLI chat recording "
+                    "(use --format to force one)"
+                ),
             )
         parser = parser_for(chosen)
         session_id = parser.peek_session_id(path)
@@ -519,9 +526,10 @@ def import_path(
 
     Args:
         store: the store to write into.
-        path: a ``.jsonl`` session file, or a folder such as ``~/.claude/projects`` or
-            ``~/.codex/sessions``.
-        fmt: ``claude-transcript`` or ``codex-rollout``; detected per file when ``None``.
+        path: a ``.jsonl`` session file, or a folder such as ``~/.claude/projects``,
+            ``~/.codex/sessions`` or ``~/.gemini/tmp``.
+        fmt: ``claude-transcript``, ``codex-rollout`` or ``gemini-chat``; detected per file
+            when ``None``.
         tags: tags added to every imported trace.
         redact: replace secrets before writing (``--no-redact`` turns it off).
         clock: the time source for values a file leaves out.

@@ -764,7 +764,8 @@ class ClaudeStreamSink(StreamSink):
                     if isinstance(part, dict) and isinstance(part.get("text"), str)
                 ]
                 output = "\n".join(texts) if len(texts) == len(output) else output
-            error, refused = None, {}
+            error: str | None = None
+            refused: dict[str, Any] = {}
             if block.get("is_error"):
                 text = output if isinstance(output, str) else orjson.dumps(output).decode()
                 error, refused = vocabulary.tool_error(vocabulary.CLAUDE, text)

@@ -7,13 +7,19 @@ matches the same call in every stored trace, and ``check --golden`` and ``diff``
 with like. The harness's own name for the tool stays in the step's ``metadata.original_name``
 when it differs.
 
-| harness | hook | import | stream | canonical |
-|---|---|---|---|---|
-| Codex CLI shell | ``Bash`` ``{command}`` | ``exec_command`` ``{cmd, workdir, ...}`` | ``command_execution`` ``bash -lc '...'`` | ``Bash`` ``{"command": "<command line>"}`` |
-| Codex CLI patch | ``apply_patch`` ``{command}`` | ``apply_patch`` (the patch as a string) | ``file_change`` ``{changes}`` | ``apply_patch`` ``{"command": "<patch>"}`` |
-| Codex CLI MCP | ``mcp__<server>__<tool>`` | the same | ``<server>.<tool>`` | ``mcp__<server>__<tool>`` |
-| Claude Code | ``Bash``, ``Read``, ... | the same | the same | unchanged |
-| Gemini CLI | ``run_shell_command``, ... | the same | the same | unchanged |
+Codex CLI is the harness whose paths disagree:
+
+- shell: the hook says ``Bash`` ``{"command": ...}``; the rollout says ``exec_command``
+  ``{"cmd": ..., "workdir": ...}`` (older ones ``shell`` with an argv list); ``codex exec
+  --json`` says ``command_execution`` ``/bin/bash -lc '...'``. Canonical: ``Bash``
+  ``{"command": "<command line>"}``.
+- patches: the hook says ``apply_patch`` ``{"command": "<patch>"}``; the rollout gives the
+  patch as a bare string; ``codex exec --json`` a ``file_change``. Canonical: ``apply_patch``
+  ``{"command": "<patch>"}``.
+- MCP tools: ``mcp__<server>__<tool>`` (``codex exec --json`` says ``<server>.<tool>``).
+
+Claude Code (``Bash``, ``Read``, ``Write``, ``Agent``, ...) and Gemini CLI
+(``run_shell_command``, ``read_file``, ...) use one name and input on every path: unchanged.
 
 Shell calls carry only the command line as input (``bash -lc`` unwrapped, argv lists joined);
 the other arguments the model gave (``workdir``, ``timeout_ms``, ...) go to
