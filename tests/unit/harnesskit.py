@@ -75,20 +75,23 @@ def replay_hooks(
     return answers
 
 
+SESSION_PATHS = ("transcript_path", "agent_transcript_path")
+
+
 def relocate(folder: str, home: Path) -> list[dict[str, Any]]:
-    """Copy the capture's files under ``home`` and return its payloads with every path that
-    named the capture's machine (``/home/dev/<run>``) rewritten to ``home``."""
+    """The capture's payloads with the session files they name (``transcript_path``) moved
+    from the capture's machine (``/home/dev/<run>``) under ``home``, and the capture's copies
+    of those files put there. Everything else in the payloads is left as the CLI wrote it."""
     source = HARNESS / folder
-    shutil.copytree(source, home / "capture")
     items = payloads(folder)
     base = _capture_base(items)
-    text = json.dumps(items).replace(base, str(home / "run"))
-    moved: list[dict[str, Any]] = json.loads(text)
-    for item in moved:
-        path = item.get("transcript_path")
-        if isinstance(path, str) and path.startswith(str(home / "run")):
-            _place(source, Path(path))
-    return moved
+    for item in items:
+        for key in SESSION_PATHS:
+            path = item.get(key)
+            if isinstance(path, str) and path.startswith(base + "/"):
+                item[key] = str(home / path[len(base) + 1 :])
+                _place(source, Path(item[key]))
+    return items
 
 
 def _capture_base(items: list[dict[str, Any]]) -> str:
