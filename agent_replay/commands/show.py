@@ -131,6 +131,9 @@ class _Renderer:
             f"{p('Tokens', 'dim')} {fmt_int(t['total_tokens'])}   "
             f"{p('Cost', 'dim')} {fmt_cost(t['total_cost_usd'])}"
         )
+        priced = _pricing(t)
+        if priced:
+            add(f"{p('Priced', 'dim')}   {safe(priced)}")
         if t["tags"]:
             add(f"{p('Tags', 'dim')}     {', '.join(safe(tag) for tag in t['tags'])}")
         if t["input"] is not None:
@@ -145,7 +148,7 @@ class _Renderer:
         add("")
 
     def _step_line(self, s: dict[str, Any], indent: str = "") -> str:
-        from agent_replay.commands._common import fmt_ms, preview, safe, truncate
+        from agent_replay.commands._common import fmt_cost, fmt_ms, preview, safe, truncate
         from agent_replay.services.proxy.rerun import replay_mark
 
         p = self.paint
@@ -159,6 +162,11 @@ class _Renderer:
             meta.append(f"{s['tokens_used']:,} tok")
         if s["model"]:
             meta.append(safe(s["model"]))
+        cost = s["metadata"].get("cost_usd")
+        if isinstance(cost, int | float) and not isinstance(cost, bool):
+            meta.append(fmt_cost(float(cost)))
+        elif s["metadata"].get("cost_missing"):
+            meta.append("no price")
         if s["caused_by_step"] is not None:
             meta.append(p(f"← caused by #{s['caused_by_step']}", "cyan"))
         served = replay_mark(s)
@@ -227,3 +235,26 @@ class _Renderer:
             self.lines.append(
                 f"  {verdict}  {safe(e['evaluator'])}: {e['score']:.2f}{threshold}{model}"
             )
+
+
+def _pricing(trace: dict[str, Any]) -> str:
+    """Where the trace's cost came from when agent-replay computed it: how many steps the
+    price table priced (and its version), and the llm_calls it could not price, with why."""
+    steps = trace.get("steps") or []
+    tables = sorted(
+        {
+            f"{source.get('table')} {source.get('version')}"
+            for s in steps
+            if isinstance(source := s["metadata"].get("cost_source"), dict)
+        }
+    )
+    missing = [s["metadata"]["cost_missing"] for s in steps if s["metadata"].get("cost_missing")]
+    if not tables and not missing:
+        return ""
+    parts = []
+    if tables:
+        count = sum(1 for s in steps if isinstance(s["metadata"].get("cost_source"), dict))
+        parts.append(f"{count} llm_call(s) from {', '.join(tables)}")
+    if missing:
+        parts.append(f"{len(missing)} without a price ({missing[0]})")
+    return "; ".join(parts)

@@ -2,6 +2,10 @@
 (``agent_replay.store.stats``) over a window of whole UTC days ending today into one
 ``DashboardData``.
 
+Cost: per day (``per_day[].cost_usd``, the sum of the traces' totals) and per model
+(``cost_by_model``, ``cost_by_model_per_day``: the sum of the llm_call steps' own costs, the
+producer's or the genai-prices table's, with the calls left unpriced counted).
+
 The window is ``days`` UTC days: from the midnight ``days - 1`` days before the clock's today up
 to the next midnight. Every figure covers the traces *started* in the window
 (``started_at_ms``); only ``all_traces`` and the policy counts cover the whole store.
@@ -35,6 +39,8 @@ MAX_AGENTS = 100
 """Agents listed (most tokens first); the totals still count every agent."""
 MAX_TOOLS = 20
 """Failing tools listed (most errors first)."""
+MAX_MODELS = 20
+"""Models listed in the cost breakdown (most expensive first)."""
 
 
 @dataclass(frozen=True)
@@ -57,11 +63,36 @@ class Totals:
 
 @dataclass(frozen=True)
 class DayBucket:
-    """Traces started on one UTC day, and how many of them failed."""
+    """Traces started on one UTC day, how many of them failed, and what they cost."""
 
     day: dt.date
     traces: int
     failed: int
+    cost_usd: float = 0.0
+    """The sum of the day's trace totals (a producer's own, else the sum of its steps')."""
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """One model's llm_calls over the window: how many, how many priced, tokens and cost.
+
+    The cost is the sum of the calls' own costs (the producer's, else the genai-prices
+    table's, see ``services.costs``); ``unpriced`` calls (an unknown model, no token split)
+    are not in it.
+    """
+
+    model: str
+    """The model name as recorded (``""`` for calls that name none)."""
+    calls: int
+    priced: int
+    tokens: int
+    cost_usd: float
+
+    @property
+    def unpriced(self) -> int:
+        """Calls without a cost."""
+        return self.calls - self.priced
 
 
 @dataclass(frozen=True)
@@ -159,6 +190,8 @@ class StepCache:
     """
 
     days: dict[dt.date, tuple[tuple[int, int], list[stats.StepGroup]]] = field(default_factory=dict)
+    models: dict[dt.date, list[stats.ModelGroup]] = field(default_factory=dict)
+    """The day's llm_calls per model (computed with the step groups, same signature)."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +219,10 @@ class DashboardData:
     """Most steps first."""
     failing_tools: list[FailingTool] = field(default_factory=list)
     """Most errors first, at most ``MAX_TOOLS``."""
+    cost_by_model: list[ModelCost] = field(default_factory=list)
+    """The window's llm_calls per model, most expensive first, at most ``MAX_MODELS``."""
+    cost_by_model_per_day: dict[dt.date, list[ModelCost]] = field(default_factory=dict)
+    """Each day of the window (oldest first, zero-filled): its models, most expensive first."""
     evals: EvalStats = field(default_factory=EvalStats)
     guard: GuardStats = field(default_factory=GuardStats)
     step_cache: StepCache = field(default_factory=StepCache)
@@ -251,11 +288,13 @@ def load_dashboard(
             end,
             0,
             per_day=[DayBucket(day, 0, 0) for day in dates],
+            cost_by_model_per_day={day: [] for day in dates},
             guard=GuardStats(policies=policies.total, policies_enabled=policies.enabled),
         )
     trace_groups = stats.trace_groups(store, window)
     cache = _step_groups(store, window, dates, trace_groups, step_cache, today=now.date())
     step_groups = [group for day in dates for group in cache.days[day][1]]
+    per_model_day = {day: _models(cache.models.get(day, []), limit=None) for day in dates}
     evals = EvalStats(
         [EvaluatorStats(g.evaluator, g.total, g.passed) for g in stats.eval_groups(store, window)]
     )
@@ -271,6 +310,8 @@ def load_dashboard(
         statuses=_statuses(trace_groups),
         step_types=_step_types(step_groups),
         failing_tools=_failing_tools(step_groups),
+        cost_by_model=_models([g for day in dates for g in cache.models.get(day, [])]),
+        cost_by_model_per_day=per_model_day,
         evals=evals,
         guard=GuardStats(
             checks=sum(g.steps for g in step_groups if g.step_type == "guard_check"),
@@ -297,14 +338,18 @@ def _step_groups(
         traces, steps = signature[g.bucket]
         signature[g.bucket] = (traces + g.traces, steps + g.steps)
     cached = previous.days if previous is not None else {}
+    cached_models = previous.models if previous is not None else {}
     fresh: dict[dt.date, tuple[tuple[int, int], list[stats.StepGroup]]] = {}
+    models: dict[dt.date, list[stats.ModelGroup]] = {}
     stale: list[int] = []
     for index, day in enumerate(dates):
         sig = signature[index]
         if sig[1] == 0:
             fresh[day] = (sig, [])  # no steps that day: nothing to read
-        elif day != today and day in cached and cached[day][0] == sig:
+            models[day] = []
+        elif day != today and day in cached and cached[day][0] == sig and day in cached_models:
             fresh[day] = cached[day]
+            models[day] = cached_models[day]
         else:
             stale.append(index)
     for first, last in _runs(stale):
@@ -314,9 +359,13 @@ def _step_groups(
         by_day: dict[int, list[stats.StepGroup]] = defaultdict(list)
         for step_group in stats.step_groups(store, sub):
             by_day[first + step_group.bucket].append(step_group)
+        model_day: dict[int, list[stats.ModelGroup]] = defaultdict(list)
+        for model_group in stats.model_groups(store, sub):
+            model_day[first + model_group.bucket].append(model_group)
         for index in range(first, last + 1):
             fresh[dates[index]] = (signature[index], by_day[index])
-    return StepCache(fresh)
+            models[dates[index]] = model_day[index]
+    return StepCache(fresh, models)
 
 
 def _runs(indices: Iterable[int]) -> list[tuple[int, int]]:
@@ -343,11 +392,28 @@ def _totals(groups: list[stats.TraceGroup]) -> Totals:
 def _per_day(groups: list[stats.TraceGroup], dates: list[dt.date]) -> list[DayBucket]:
     traces = [0] * len(dates)
     failed = [0] * len(dates)
+    cost = [0.0] * len(dates)
+    tokens = [0] * len(dates)
     for g in groups:
         traces[g.bucket] += g.traces
+        cost[g.bucket] += g.cost_usd
+        tokens[g.bucket] += g.tokens
         if g.status == stats.FAILED:
             failed[g.bucket] += g.traces
-    return [DayBucket(day, traces[i], failed[i]) for i, day in enumerate(dates)]
+    return [DayBucket(day, traces[i], failed[i], cost[i], tokens[i]) for i, day in enumerate(dates)]
+
+
+def _models(groups: list[stats.ModelGroup], limit: int | None = MAX_MODELS) -> list[ModelCost]:
+    sums: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0, 0.0])
+    for g in groups:
+        row = sums[g.model]
+        row[0] += g.calls
+        row[1] += g.priced
+        row[2] += g.tokens
+        row[3] += g.cost_usd
+    models = [ModelCost(name, int(r[0]), int(r[1]), int(r[2]), r[3]) for name, r in sums.items()]
+    models.sort(key=lambda m: (-m.cost_usd, -m.calls, m.model))
+    return models if limit is None else models[:limit]
 
 
 def _agents(groups: list[stats.TraceGroup]) -> list[AgentStats]:

@@ -1,10 +1,13 @@
 """Values derived from a trace when the producer left them out, computed the same way by
-ingest (all at once) and the recorder (at ``end_step`` / ``end_trace``)."""
+ingest (all at once) and the recorder (at ``end_step`` / ``end_trace``): durations, token
+totals, and costs (``services.costs``: an llm_call's price from the genai-prices table, a
+trace's total from its steps)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agent_replay.services import costs
 from agent_replay.trace.base import parse_time
 from agent_replay.trace.models import Step, Trace
 
@@ -18,9 +21,12 @@ def duration_between(started_at: str | None, ended_at: str | None) -> float | No
 
 
 def derive_step(step: Step) -> None:
-    """Fill ``duration_ms`` from the step's timestamps when missing."""
+    """Fill ``duration_ms`` from the step's timestamps when missing, and an llm_call's cost
+    from the price table when its producer gave none (``costs.price_step``)."""
     if step.duration_ms is None:
         step.duration_ms = duration_between(step.started_at, step.ended_at)
+    if costs.needs_price(step):
+        costs.price_step(step)
 
 
 def total_tokens(tokens: Iterable[int | None]) -> int | None:
@@ -30,10 +36,12 @@ def total_tokens(tokens: Iterable[int | None]) -> int | None:
 
 
 def derive_trace(trace: Trace) -> None:
-    """Fill step durations, ``total_tokens`` and ``total_duration_ms`` when missing."""
+    """Fill step durations and costs, ``total_tokens``, ``total_cost_usd`` (the sum of the
+    steps' costs) and ``total_duration_ms`` when missing."""
     for step in trace.steps:
         derive_step(step)
     if trace.total_tokens is None:
         trace.total_tokens = total_tokens(s.tokens_used for s in trace.steps)
+    costs.derive_total(trace)
     if trace.total_duration_ms is None:
         trace.total_duration_ms = duration_between(trace.started_at, trace.ended_at)

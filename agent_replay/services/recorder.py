@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import NotFoundError, TraceFormatError, UsageError
+from agent_replay.services import costs
 from agent_replay.services.derive import duration_between
 from agent_replay.services.derive import total_tokens as sum_tokens
 from agent_replay.services.ingest import prepare
@@ -34,6 +35,7 @@ from agent_replay.store.mapping import (
     enc_meta,
     snapshot_dict,
     snapshot_row,
+    step_cost,
     step_dict,
     step_row,
 )
@@ -197,6 +199,8 @@ class TraceRecorder:
         self._check_links(trace_id, step)
         if step.duration_ms is None:
             step.duration_ms = duration_between(step.started_at, step.ended_at)
+        if costs.needs_price(step):
+            costs.price_step(step)
         step.id = step.id or ids.new_id(ids.STEP)
         insert_many(
             self.db,
@@ -344,6 +348,8 @@ class TraceRecorder:
             step = self._validate_step(merged)
             if step.duration_ms is None:
                 step.duration_ms = duration_between(step.started_at, step.ended_at)
+            if costs.needs_price(step):
+                costs.price_step(step)
             update_columns(
                 self.db,
                 "steps",
@@ -357,6 +363,7 @@ class TraceRecorder:
                     "model": step.model,
                     "metadata": enc_meta(step.metadata),
                     "is_open": 0,
+                    "cost_usd": step_cost(step.metadata),
                 },
             )
             return step_number
@@ -439,6 +446,8 @@ class TraceRecorder:
             for step, (_, call_id, is_open) in zip(steps, items, strict=True):
                 if step.duration_ms is None:
                     step.duration_ms = duration_between(step.started_at, step.ended_at)
+                if costs.needs_price(step):
+                    costs.price_step(step)
                 step.id = step.id or next(fresh)
                 step_rows.append(
                     step_row(step, step.id, trace_id, call_id=call_id, is_open=is_open)
@@ -631,6 +640,23 @@ class TraceRecorder:
                 {"status": "running", "ended_at": None, "total_duration_ms": None},
             )
 
+    def _derive_cost(self, trace_id: str, checked: Trace) -> None:
+        """A trace without a producer total costs the sum of its steps' costs (one indexed
+        aggregate), as ``costs.derive_total`` computes it for ingest."""
+        row = execute(
+            self.db,
+            "SELECT SUM(cost_usd), COUNT(cost_usd), "
+            "SUM(CASE WHEN step_type = 'llm_call' AND cost_usd IS NULL AND metadata LIKE ? "
+            "THEN 1 ELSE 0 END) FROM steps WHERE trace_id = ?",
+            [f'%"{costs.MISSING}"%', trace_id],
+        ).fetchone()
+        if not row or not row[1]:
+            return
+        checked.total_cost_usd = float(row[0])
+        checked.metadata["cost_from_steps"] = int(row[1])
+        if row[2]:
+            checked.metadata["cost_unpriced_steps"] = int(row[2])
+
     def end_trace(
         self,
         trace_id: str,
@@ -668,6 +694,8 @@ class TraceRecorder:
                 checked.total_tokens = sum_tokens(r[0] for r in tokens)
             if checked.total_duration_ms is None:
                 checked.total_duration_ms = duration_between(checked.started_at, checked.ended_at)
+            if checked.total_cost_usd is None:
+                self._derive_cost(trace_id, checked)
             values: dict[str, Any] = {
                 "status": checked.status,
                 "ended_at": checked.ended_at,

@@ -6,6 +6,7 @@ and readers can build the format's JSON objects without a round trip through pyd
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,7 @@ STEP_COLUMNS = (
     "metadata",
     "call_id",
     "is_open",
+    "cost_usd",
 )
 DECISION_COLUMNS = (
     "step_id",
@@ -200,7 +202,17 @@ def step_row(
         enc_meta(step.metadata),
         call_id,
         1 if is_open else 0,
+        step_cost(step.metadata),
     )
+
+
+def step_cost(metadata: dict[str, Any]) -> float | None:
+    """The ``cost_usd`` column of a step: its ``metadata.cost_usd`` when that is a
+    non-negative number (the dashboard sums it by model and day without reading JSON)."""
+    value = metadata.get("cost_usd") if metadata else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
 
 
 def decision_row(step: Step, step_id: str, trace_id: str) -> tuple[Any, ...] | None:

@@ -408,6 +408,24 @@ def _m0008_annotations(db: Database) -> None:
         )
 
 
+def _m0009_step_cost(db: Database) -> None:
+    """Each step's cost as a column (``steps.cost_usd``, the step's ``metadata.cost_usd``), so
+    a trace's total and the dashboard's cost by model and day are sums the database does;
+    filled from the metadata of the steps already stored."""
+    db.execute_sql("ALTER TABLE steps ADD COLUMN cost_usd DOUBLE PRECISION")
+    if _is_sqlite(db):
+        value = "json_extract(metadata, '$.cost_usd')"
+        number = "json_type(metadata, '$.cost_usd') IN ('integer', 'real')"
+    else:
+        value = "((metadata::jsonb) ->> 'cost_usd')::double precision"
+        number = "jsonb_typeof((metadata::jsonb) -> 'cost_usd') = 'number'"
+    db.execute_sql(
+        f"UPDATE steps SET cost_usd = {value} WHERE metadata LIKE {db.param} AND {number} "
+        f"AND {value} >= 0",
+        ('%"cost_usd"%',),
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
@@ -417,6 +435,7 @@ MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0006_search_index", _m0006_search_index),
     ("0007_team_store", _m0007_team_store),
     ("0008_annotations", _m0008_annotations),
+    ("0009_step_cost", _m0009_step_cost),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"

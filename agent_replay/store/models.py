@@ -79,6 +79,7 @@ class StepRow(BaseModel):
     metadata = TextField(null=True)
     call_id = TextField(null=True)
     is_open = IntegerField(default=0)
+    cost_usd = FloatField(null=True)
 
     class Meta:
         table_name = "steps"

@@ -1,13 +1,15 @@
 """Aggregate queries behind the dashboard, each over a window of trace start times
 (``traces.started_at_ms``) and grouped into time buckets by the database.
 
-Four queries, so a large store never streams rows into Python:
+Five queries, so a large store never streams rows into Python:
 
 - ``trace_groups``: traces, steps, tokens, cost per (bucket, agent, status): one pass over the
   window's traces (the ``traces_started`` index bounds it).
 - ``step_groups``: steps and errors per (bucket, step type), failing tools, guard checks and
   blocks: one pass over the window's steps, reached through ``steps_trace_number``. It is the
   expensive one (it reads step rows), so callers can ask for just the buckets they lack.
+- ``model_groups``: llm_calls, tokens and cost per (bucket, model), from the steps'
+  ``cost_usd`` column (read with the step groups, and cached with them).
 - ``eval_groups``: evaluations per evaluator; ``policy_counts``: the policies table.
 
 The SQL is the portable subset SQLite and PostgreSQL share (``CASE``, ``COUNT``/``SUM``,
@@ -78,6 +80,20 @@ class StepGroup:
     """Distinct traces with a failing call of ``tool`` (0 outside failing-tool groups)."""
     blocks: int
     """Guard checks that blocked (see ``GUARD_BLOCK_SQL``); 0 for other step types."""
+
+
+@dataclass(frozen=True)
+class ModelGroup:
+    """The llm_call steps of one model in the traces that started in one bucket."""
+
+    bucket: int
+    model: str
+    """The step's model (``""`` for calls that name none)."""
+    calls: int
+    priced: int
+    """Calls with a cost (the producer's or the price table's)."""
+    tokens: int
+    cost_usd: float
 
 
 @dataclass(frozen=True)
@@ -183,6 +199,21 @@ def step_groups(store: Store, window: Window, bucket_ms: int = DAY_MS) -> list[S
     return [
         StepGroup(int(r[0]), r[1], r[2], int(r[3]), int(r[4]), int(r[5]), int(r[6])) for r in rows
     ]
+
+
+def model_groups(store: Store, window: Window, bucket_ms: int = DAY_MS) -> list[ModelGroup]:
+    """llm_calls, tokens and cost per (bucket, model) of the traces started in the window:
+    the sum of the steps' ``cost_usd`` column (their ``metadata.cost_usd``), no JSON read."""
+    rows = execute(
+        store,
+        f"SELECT {_BUCKET}, COALESCE(s.model, ''), COUNT(*), COUNT(s.cost_usd), "
+        "COALESCE(SUM(s.tokens_used), 0), COALESCE(SUM(s.cost_usd), 0) "
+        f"FROM traces t JOIN steps s ON s.trace_id = t.id WHERE {_IN_WINDOW} "
+        "AND s.step_type = 'llm_call' "
+        f"GROUP BY {_BUCKET}, COALESCE(s.model, '') ORDER BY 1, 2",
+        [window.start_ms, bucket_ms, window.start_ms, window.end_ms, window.start_ms, bucket_ms],
+    ).fetchall()
+    return [ModelGroup(int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4]), float(r[5])) for r in rows]
 
 
 def eval_groups(store: Store, window: Window) -> list[EvalGroup]:

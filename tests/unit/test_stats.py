@@ -154,12 +154,13 @@ def test_totals_and_failure_rate(handcrafted: Store, clock: FixedClock) -> None:
 
 
 def test_day_buckets_follow_the_clock(handcrafted: Store, clock: FixedClock) -> None:
-    """One zero-filled bucket per UTC day, oldest first, traces and failures per day."""
+    """One zero-filled bucket per UTC day, oldest first, traces, failures, cost and tokens
+    per day."""
     data = load_dashboard(handcrafted, clock)
     assert len(data.per_day) == 14
-    assert data.per_day[0] == DayBucket(dt.date(2026, 5, 19), 1, 0)
-    assert data.per_day[-2] == DayBucket(dt.date(2026, 5, 31), 1, 1)
-    assert data.per_day[-1] == DayBucket(dt.date(2026, 6, 1), 2, 1)
+    assert data.per_day[0] == DayBucket(dt.date(2026, 5, 19), 1, 0, 0.0, 10)
+    assert data.per_day[-2] == DayBucket(dt.date(2026, 5, 31), 1, 1, 0.005, 50)
+    assert data.per_day[-1] == DayBucket(dt.date(2026, 6, 1), 2, 1, 0.26, 107)
     assert sum(b.traces for b in data.per_day[1:-2]) == 0
     assert data.since == "2026-05-19"
 
