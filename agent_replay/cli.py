@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("agent_replay.commands.ingest", "Load traces from a JSON or JSONL file."),
     "import": (
         "agent_replay.commands.import_",
-        "Import Claude Code transcripts and Codex rollouts.",
+        "Import Claude Code, Codex, Gemini CLI session files.",
     ),
     "list": ("agent_replay.commands.list_", "List traces, newest first."),
     "show": ("agent_replay.commands.show", "Show a trace: header and step timeline."),
@@ -61,6 +61,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "agent_replay.commands.hook",
         "Record a Claude Code / Codex / Gemini CLI hook payload.",
     ),
+    "setup": ("agent_replay.commands.setup", "Register the hooks with Claude/Codex/Gemini CLI."),
+    "doctor": ("agent_replay.commands.doctor", "Check that capture works; say how to fix it."),
     "otel": ("agent_replay.commands.otel", "Receive OpenTelemetry (OTLP/HTTP) traces and logs."),
     "proxy": (
         "agent_replay.commands.proxy",
