@@ -6,7 +6,9 @@ path (hook, record, run, import, OTLP, ingest, the SDK) gets the same cost for t
 A producer's own cost is kept as it is; a cost this module computed is marked
 ``metadata.cost_source`` (``{"table": "genai-prices", "version", "provider", "model"}``: the
 table's version and the entry it matched) and computed again whenever the step's tokens change.
-A call the table cannot price keeps no cost and says why in ``metadata.cost_missing``.
+A call the table cannot price (a model it does not know) keeps no cost and says why in
+``metadata.cost_missing``; a call with only a total token count is left as it is (input and
+output tokens cost differently).
 
 Token counts are read from the step's metadata (flat, or under ``usage``) in each producer's
 own convention, and handed to genai-prices in its convention (``input_tokens`` counts every
@@ -145,7 +147,7 @@ def needs_price(step: Step) -> bool:
     metadata = step.metadata
     if COST in metadata and not _ours(metadata):
         return False  # the producer's own cost
-    return step.tokens_used is not None or usage_of(metadata) is not None or _ours(metadata)
+    return _ours(metadata) or MISSING in metadata or usage_of(metadata) is not None
 
 
 def price_step(step: Step) -> None:
@@ -157,8 +159,7 @@ def price_step(step: Step) -> None:
         metadata.pop(key, None)
     usage = usage_of(metadata)
     if usage is None:
-        metadata[MISSING] = "no input/output token counts to price (only a total)"
-        return
+        return  # a total alone can't be priced (input and output cost differ)
     assert step.model is not None
     price = lookup(step.model, usage, _when(step))
     if isinstance(price, str):

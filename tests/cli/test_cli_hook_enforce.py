@@ -155,8 +155,10 @@ def test_each_dialect_answers_each_action_exactly(
     assert guard["output"]["policy"] == "listing"
     assert guard["metadata"]["harness"] == harness and guard["metadata"]["enforced"] is True
     assert guard["input"] == {"tool": tool["name"], "arguments": payload["tool_input"]}
-    if blocked:
-        assert tool["error"].startswith('Blocked by agent-replay guard: policy "listing"')
+    if blocked:  # the reason the harness was given, as its own session file records it
+        answer = json.loads(done.stdout)
+        told = answer.get("reason") or answer["hookSpecificOutput"]["permissionDecisionReason"]
+        assert tool["error"] == told and 'policy "listing"' in told
     else:
         assert tool["error"] is None
 

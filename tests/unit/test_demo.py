@@ -19,6 +19,7 @@ from agent_replay.services.demo import (
     demo_traces,
     load_demo,
 )
+from agent_replay.services.derive import derive_trace
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import get_trace
 from agent_replay.store.writes import execute
@@ -80,10 +81,12 @@ def test_demo_traces_pass_strict_validation_and_are_deterministic() -> None:
 
 
 def test_demo_traces_round_trip_through_the_store(loaded: tuple[Store, DemoResult]) -> None:
-    """What get_trace returns is the trace as it was built."""
+    """What get_trace returns is the trace as it was built, plus what the write path derives
+    (the llm_calls' costs from the price table)."""
     store, _ = loaded
     for data in demo_traces(CLOCK):
         built = validate_trace(data).trace
+        derive_trace(built)
         stored = get_trace(store, str(data["id"]))
         assert stored.model_dump(exclude={"evals"}) == built.model_dump(exclude={"evals"})
 
