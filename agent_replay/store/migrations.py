@@ -419,11 +419,13 @@ def _m0009_step_cost(db: Database) -> None:
     else:
         value = "((metadata::jsonb) ->> 'cost_usd')::double precision"
         number = "jsonb_typeof((metadata::jsonb) -> 'cost_usd') = 'number'"
+    # CASE, not AND: SQL promises no order of evaluation, and a cast of a non-number fails.
     db.execute_sql(
-        f"UPDATE steps SET cost_usd = {value} WHERE metadata LIKE {db.param} AND {number} "
-        f"AND {value} >= 0",
+        f"UPDATE steps SET cost_usd = CASE WHEN {number} THEN {value} END "
+        f"WHERE metadata LIKE {db.param}",
         ('%"cost_usd"%',),
     )
+    db.execute_sql("UPDATE steps SET cost_usd = NULL WHERE cost_usd < 0")
 
 
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [

@@ -434,3 +434,26 @@ def test_concurrent_first_opens_migrate_once(store_dir: Path, store_url: str | N
         assert sorted(r[0] for r in names) == ALL_NAMES
         if store.is_sqlite:
             assert user_version(store.db) == LATEST
+
+
+def test_step_costs_are_filled_from_metadata_on_upgrade(raw_db: SqliteDatabase) -> None:
+    """0009: ``steps.cost_usd`` takes each stored step's ``metadata.cost_usd`` when it is a
+    non-negative number; other steps stay NULL."""
+    names = [name for name, _ in MIGRATIONS]
+    run_migrations(raw_db, upto=names.index("0009_step_cost"))
+    sql = raw_db.execute_sql
+    sql(
+        "INSERT INTO traces (id, agent_name, status, started_at_ms, step_count, created_at_ms) "
+        "VALUES ('trc_c', 'a', 'completed', 0, 4, 0)"
+    )
+    for number, meta in enumerate(
+        ['{"cost_usd": 0.25}', '{"cost_usd": "0.3"}', '{"cost_usd": -1}', None], start=1
+    ):
+        sql(
+            "INSERT INTO steps (id, trace_id, step_number, step_type, metadata, is_open) "
+            "VALUES (?, 'trc_c', ?, 'llm_call', ?, 0)",
+            (f"stp_{number}", number, meta),
+        )
+    assert run_migrations(raw_db) == ["0009_step_cost"]
+    costs = sql("SELECT cost_usd FROM steps ORDER BY step_number").fetchall()
+    assert [r[0] for r in costs] == [0.25, None, None, None]
