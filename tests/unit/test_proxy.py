@@ -578,3 +578,21 @@ def test_hostile_requests_are_forwarded_and_recorded(
     assert len(upstream.seen) == before + 1 and upstream.seen[-1].body == body
     assert status in (200, 400, 404)
     assert execute(store, "SELECT COUNT(*) FROM steps", []).fetchone()[0] == counted + 1
+
+
+def test_an_integer_past_64_bits_in_a_request_is_kept_as_its_digits(
+    store: Store, upstream: ScriptedModel
+) -> None:
+    """The store's JSON holds 64-bit integers: a bigger one (found by hypothesis) is recorded as
+    its digits instead of losing the step; the upstream gets the bytes as sent."""
+    body = json.dumps({"model": ANTHROPIC_MODEL, "max_tokens": 2**70, "messages": []}).encode()
+    counted = execute(store, "SELECT COUNT(*) FROM steps", []).fetchone()[0]
+    proxy = run_proxy(store, upstream.url)
+    try:
+        post(proxy.url, "/v1/messages", body)
+    finally:
+        proxy.stop_thread()
+    assert upstream.seen[-1].body == body
+    assert execute(store, "SELECT COUNT(*) FROM steps", []).fetchone()[0] == counted + 1
+    (stored,) = execute(store, "SELECT input FROM steps ORDER BY rowid DESC LIMIT 1", []).fetchall()
+    assert str(2**70) in stored[0]

@@ -184,6 +184,24 @@ class ParsedRequest:
     """The canonical request hash replay matches on (see the module doc)."""
 
 
+_INT64 = 2**63 - 1
+
+
+def _bounded_int(digits: str) -> int | str:
+    """An integer the store can hold (64-bit, as the trace format's JSON encoder), else its
+    digits as text: a request may carry any JSON number, and losing the step over one would
+    lose the exchange (the upstream still gets the bytes as sent)."""
+    if len(digits) > 20:
+        return digits
+    value = int(digits)
+    return value if -_INT64 - 1 <= value <= _INT64 else digits
+
+
+def _loads(text: str | bytes) -> Any:
+    """``json.loads`` with out-of-range integers kept as their digits (see ``_bounded_int``)."""
+    return json.loads(text, parse_int=_bounded_int)
+
+
 def parse_request(route: Route, raw: bytes) -> ParsedRequest:
     """Read a model request.
 
@@ -191,7 +209,7 @@ def parse_request(route: Route, raw: bytes) -> ParsedRequest:
         ValueError: the body is not a JSON object (the message says why).
     """
     try:
-        body = json.loads(raw)
+        body = _loads(raw)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"the request body is not JSON: {exc}") from None
     if not isinstance(body, dict):
@@ -303,7 +321,7 @@ def read_reply(kind: ApiKind, status: int, body: bytes, stream: bool) -> Reply:
     text = body.decode("utf-8", "replace")
     if status >= 400 or not stream:
         try:
-            data = json.loads(text) if text.strip() else None
+            data = _loads(text) if text.strip() else None
         except ValueError:
             data = None
         if status >= 400:
@@ -317,7 +335,7 @@ def read_reply(kind: ApiKind, status: int, body: bytes, stream: bool) -> Reply:
         return reply
     if kind == "generate" and text.lstrip().startswith("["):
         try:
-            items = json.loads(text)
+            items = _loads(text)
         except ValueError:
             items = []
         for item in items if isinstance(items, list) else []:
@@ -347,7 +365,7 @@ def sse_events(text: str) -> Iterable[tuple[str | None, Any]]:
         if data.strip() == "[DONE]":
             continue
         try:
-            yield event, json.loads(data)
+            yield event, _loads(data)
         except ValueError:
             continue
 
@@ -437,7 +455,7 @@ def _chat_usage(reply: Reply, usage: Any) -> None:
 def _json_or_text(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return _loads(value)
         except ValueError:
             return value
     return value
