@@ -594,5 +594,5 @@ def test_an_integer_past_64_bits_in_a_request_is_kept_as_its_digits(
         proxy.stop_thread()
     assert upstream.seen[-1].body == body
     assert execute(store, "SELECT COUNT(*) FROM steps", []).fetchone()[0] == counted + 1
-    (stored,) = execute(store, "SELECT input FROM steps ORDER BY rowid DESC LIMIT 1", []).fetchall()
-    assert str(2**70) in stored[0]
+    inputs = [row[0] or "" for row in execute(store, "SELECT input FROM steps", []).fetchall()]
+    assert sum(str(2**70) in text for text in inputs) == 1
