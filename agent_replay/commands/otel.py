@@ -39,7 +39,14 @@ def command() -> None:
     type=click.IntRange(0, 65535),
     default=4318,
     show_default=True,
-    help="TCP port (0 picks a free one and prints it).",
+    help="TCP port of OTLP/HTTP (0 picks a free one and prints it).",
+)
+@click.option(
+    "--grpc-port",
+    type=click.IntRange(0, 65535),
+    default=4317,
+    show_default=True,
+    help="TCP port of OTLP/gRPC (0 turns gRPC off).",
 )
 @click.option(
     "--host",
@@ -49,21 +56,26 @@ def command() -> None:
 )
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the recorded text.")
 @dir_option
-def serve(port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
-    """Run an OTLP/HTTP receiver that records what exporters send.
+def serve(port: int, grpc_port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
+    """Run an OTLP receiver (HTTP and gRPC) that records what exporters send.
 
     Accepts POST /v1/traces and /v1/logs in OTLP/protobuf and OTLP/JSON, gzip-compressed or
-    not (/v1/metrics is accepted and dropped). Spans become steps of the trace of their agent
-    root (invoke_agent / invoke_workflow; a span tree without one becomes a trace of its own);
-    Claude Code and Gemini CLI log events become one trace per session. Redelivered batches
-    add nothing; spans arriving out of order merge into one trace. Requests are answered at
-    once and written by a background writer process; Ctrl-C (or SIGTERM) stops the server
-    after writing everything received. Exits 0 then, 1 if something could not be written.
+    not (/v1/metrics is accepted and dropped), and the same over OTLP/gRPC (TraceService,
+    LogsService; MetricsService dropped) on --grpc-port. Spans become steps of the trace of
+    their agent root (invoke_agent / invoke_workflow; a span tree without one becomes a trace
+    of its own); Claude Code and Gemini CLI log events become one trace per session.
+    Redelivered batches add nothing; spans arriving out of order merge into one trace.
+    Requests are answered at once and written by a background writer process; Ctrl-C (or
+    SIGTERM) stops the server after writing everything received. Exits 0 then, 1 if
+    something could not be written.
 
     \b
     Exporters (OTLP/HTTP, base URL):
       export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318
       export OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf      (or http/json)
+    Exporters (OTLP/gRPC, most SDKs' default):
+      export OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317
+      export OTEL_EXPORTER_OTLP_PROTOCOL=grpc
     Claude Code: CLAUDE_CODE_ENABLE_TELEMETRY=1 OTEL_LOGS_EXPORTER=otlp plus the two above.
     Gemini CLI (settings.json): "telemetry": {"enabled": true, "target": "local",
       "otlpEndpoint": "http://127.0.0.1:4318", "otlpProtocol": "http"}
@@ -71,12 +83,12 @@ def serve(port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
     \b
     Examples:
       agent-replay otel serve
-      agent-replay otel serve --port 0 --dir /tmp/otel-store
+      agent-replay otel serve --port 0 --grpc-port 0 --dir /tmp/otel-store
       agent-replay otel serve --host 0.0.0.0      (reachable from other machines: warns)
     """
     from agent_replay.commands._common import open_or_create, resolve_store_dir
     from agent_replay.errors import UsageError
-    from agent_replay.services.otel.server import OtelReceiver, is_loopback
+    from agent_replay.services.otel.server import GrpcBindError, OtelReceiver, is_loopback
 
     # The receiver allocates many short-lived, acyclic dicts (decoded spans, steps): with the
     # default thresholds the cyclic collector rescans the whole heap every few requests.
@@ -95,6 +107,7 @@ def serve(port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
         db_file,
         host=host,
         port=port,
+        grpc_port=grpc_port or None,
         redact=not no_redact,
         log=lambda line: say(f"otel serve: {line}"),
         error_log=folder / "logs" / "agent-replay.log",
@@ -114,6 +127,12 @@ def serve(port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
     try:
         try:
             receiver.start()
+        except GrpcBindError:
+            raise UsageError(
+                f"cannot listen on {host}:{grpc_port} for OTLP/gRPC: the port is in use or the "
+                "address is not this machine's",
+                hints=["pick another port with --grpc-port (0 turns gRPC off)"],
+            ) from None
         except OSError as exc:
             raise UsageError(
                 f"cannot listen on {host}:{port}: {exc.strerror or exc}",
@@ -132,6 +151,9 @@ def serve(port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
                     "port can write traces into your store (there is no authentication)"
                 )
             say(f"agent-replay otel serve: listening on {receiver.url} (POST /v1/traces, /v1/logs)")
+            if receiver.grpc_port is not None:
+                grpc_host = f"[{host.strip('[]')}]" if ":" in host else host
+                say(f"  OTLP/gRPC on {grpc_host}:{receiver.grpc_port} (TraceService, LogsService)")
             say(f"  recording into {db_file}; Ctrl-C to stop")
             while not stop.wait(0.5):
                 pass

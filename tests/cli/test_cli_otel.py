@@ -51,6 +51,8 @@ class Server:
 
     def __init__(self, store_dir: Path, *args: str) -> None:
         env = {**os.environ, "AGENT_REPLAY_DIR": str(store_dir)}
+        if "--grpc-port" not in args:  # the default, 4317, is one port for all test workers
+            args = ("--grpc-port", "0", *args)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "agent_replay", "otel", "serve", "--port", "0", *args],
             stdin=subprocess.DEVNULL,
@@ -140,13 +142,46 @@ def test_a_non_loopback_host_warns(store_dir: Path) -> None:
     assert "warning: listening on 0.0.0.0, not loopback" in err
 
 
-def test_a_busy_port_is_a_usage_error(store_dir: Path) -> None:
+def free_port() -> int:
+    with socket.socket() as probe_socket:
+        probe_socket.bind(("127.0.0.1", 0))
+        return int(probe_socket.getsockname()[1])
+
+
+def test_grpc_exports_land_and_the_port_is_announced(store_dir: Path) -> None:
+    """The SDK's OTLP/gRPC exporter (what most SDKs default to) at --grpc-port: the spans are
+    in the store after a graceful stop."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    port = free_port()
+    running = Server(store_dir, "--grpc-port", str(port))
+    assert running.process.stderr is not None  # the line after "listening on"
+    assert f"OTLP/gRPC on 127.0.0.1:{port}" in running.process.stderr.readline()
+    exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}", insecure=True, timeout=10)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("tests").start_as_current_span(
+        "invoke_agent grpc_agent",
+        attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "grpc_agent"},
+    ):
+        pass
+    provider.shutdown()
+    code, err = running.stop()
+    assert code == 0, err
+    assert rows(store_dir, "SELECT agent_name FROM traces") == [("grpc_agent",)]
+
+
+@pytest.mark.parametrize("option", ["--port", "--grpc-port"])
+def test_a_busy_port_is_a_usage_error(store_dir: Path, option: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
+        ports = {"--port": "0", "--grpc-port": "0", option: str(port)}
         result = subprocess.run(
-            [sys.executable, "-m", "agent_replay", "otel", "serve", "--port", str(port)],
+            [sys.executable, "-m", "agent_replay", "otel", "serve", *sum(ports.items(), ())],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -156,7 +191,7 @@ def test_a_busy_port_is_a_usage_error(store_dir: Path) -> None:
         )
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
-    assert "--port" in result.stderr
+    assert option in result.stderr
 
 
 def test_no_redact_keeps_secrets(store_dir: Path) -> None:
@@ -195,7 +230,7 @@ def interrupt_once_serving():
     os.kill(os.getpid(), signal.SIGINT)
 
 threading.Thread(target=interrupt_once_serving, daemon=True).start()
-code = main(["otel", "serve", "--port", "0"])
+code = main(["otel", "serve", "--port", "0", "--grpc-port", "0"])
 """
 
 

@@ -1,17 +1,22 @@
 """A real exporter drives the receiver: the OpenTelemetry Python SDK with its OTLP/HTTP
-exporters (protobuf, gzip-compressed or not, and JSON), sending GenAI spans and log records
-the way an instrumented agent does."""
+exporters (protobuf, gzip-compressed or not, and JSON) and its OTLP/gRPC exporters (gzip or
+not), sending GenAI spans and log records the way an instrumented agent does."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from opentelemetry import trace as trace_api
 from opentelemetry.exporter.otlp.json.http._log_exporter import OTLPLogExporter as JsonLogExporter
 from opentelemetry.exporter.otlp.json.http.trace_exporter import (
     OTLPSpanExporter as JsonSpanExporter,
+)
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
 )
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -24,8 +29,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from otelkit import receiving, shape, traces
 
 
-def exporters(kind: str, url: str) -> tuple[Any, Any]:
+def exporters(kind: str, url: str, grpc_port: int | None) -> tuple[Any, Any]:
     """(span exporter, log exporter) of one kind, pointed at the receiver."""
+    if kind.startswith("grpc"):
+        target = f"http://127.0.0.1:{grpc_port}"
+        packing = grpc.Compression.Gzip if kind == "grpc-gzip" else grpc.Compression.NoCompression
+        return (
+            GrpcSpanExporter(endpoint=target, insecure=True, timeout=10, compression=packing),
+            GrpcLogExporter(endpoint=target, insecure=True, timeout=10, compression=packing),
+        )
     if kind == "json":
         return (
             JsonSpanExporter(endpoint=f"{url}/v1/traces", timeout=10),
@@ -86,13 +98,13 @@ def run_agent(tracer: trace_api.Tracer, logger: Any) -> str:
         return f"{root.get_span_context().trace_id:032x}"
 
 
-@pytest.mark.parametrize("kind", ["protobuf", "protobuf-gzip", "json"])
+@pytest.mark.parametrize("kind", ["protobuf", "protobuf-gzip", "json", "grpc", "grpc-gzip"])
 def test_sdk_exporters_record_a_genai_agent(store_dir: Path, kind: str) -> None:
     """Spans and logs from the real SDK exporters become one trace: hierarchy, tokens counted
     once (span and log record of the same call), the log's output merged, the tool's error."""
-    with receiving(store_dir) as (receiver, _client, store):
+    with receiving(store_dir, grpc_port=0) as (receiver, _client, store):
         resource = Resource.create({"service.name": "travel-service"})
-        span_exporter, log_exporter = exporters(kind, receiver.url)
+        span_exporter, log_exporter = exporters(kind, receiver.url, receiver.grpc_port)
         tracer_provider = TracerProvider(resource=resource)
         tracer_provider.add_span_processor(SimpleSpanProcessor(span_exporter))
         logger_provider = LoggerProvider(resource=resource)

@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agent_replay.clock import Clock
@@ -45,6 +45,9 @@ from agent_replay.services.otel.protocol import (
 )
 from agent_replay.services.otel.writer import Log, OtelWriter
 from agent_replay.services.redact import identity, redact_value
+
+if TYPE_CHECKING:
+    from agent_replay.services.otel.grpc_server import GrpcServer
 
 DEFAULT_PORT = 4318
 MAX_BODY = 32 * 1024 * 1024
@@ -95,6 +98,10 @@ def is_loopback(host: str) -> bool:
     except OSError:
         return False
     return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+class GrpcBindError(OSError):
+    """The gRPC port can't be bound (in use, or not an address of this machine)."""
 
 
 @dataclass
@@ -149,6 +156,8 @@ class OtelReceiver:
         db_file: the store's database file (created and migrated by the caller).
         host: the address to listen on (loopback by default).
         port: the TCP port (0 picks a free one; see ``address`` after ``start``).
+        grpc_port: also serve OTLP/gRPC on this port (0 picks a free one; see ``grpc_port``
+            after ``start``); ``None`` serves HTTP only.
         redact: redact secrets before anything is queued (``--no-redact`` turns it off).
         clock: stamps first-seen times.
         max_body: the largest body accepted as sent, in bytes.
@@ -170,6 +179,7 @@ class OtelReceiver:
         *,
         host: str = "127.0.0.1",
         port: int = DEFAULT_PORT,
+        grpc_port: int | None = None,
         redact: bool = True,
         clock: Clock | None = None,
         max_body: int = MAX_BODY,
@@ -192,6 +202,8 @@ class OtelReceiver:
         self._closing = False
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._grpc: GrpcServer | None = None
+        self.grpc_port = grpc_port
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -207,6 +219,15 @@ class OtelReceiver:
             server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6})
         self._server = server_cls((host, self.port), _Handler)
         self._server.receiver = self
+        if self.grpc_port is not None:
+            from agent_replay.services.otel.grpc_server import GrpcServer
+
+            self._grpc = GrpcServer(self, self.host, self.grpc_port)
+            try:
+                self.grpc_port = self._grpc.start()
+            except OSError:
+                self._server.server_close()
+                raise
         self.writer.start()
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, name="otel-http"
@@ -238,6 +259,8 @@ class OtelReceiver:
         with self._lock:
             self._closing = True
             self._lock.wait_for(lambda: self._inflight == 0, timeout=timeout)
+        if self._grpc is not None:
+            self._grpc.stop(grace=1.0)
         if self._server is not None:
             self._server.shutdown()
         done = self.writer.stop(timeout)
@@ -264,46 +287,67 @@ class OtelReceiver:
             self._fail(request, exc.status, exc.message, media, close=True)
             return
         try:
-            body = decompress(body, request.headers.get("Content-Encoding"), self.max_decompressed)
-            decoded = normalize.decode(signal, media, body, self.redact)
+            outcome = self.accept(signal, media, body, request.headers.get("Content-Encoding"))
         except ProtocolError as exc:
-            self._fail(request, exc.status, exc.message, media)
+            retry = exc.status == 503
+            self._fail(request, exc.status, exc.message, media, retry=retry, close=self._closing)
             return
+        if outcome.rejected:
+            reply = encode(export_response(signal, outcome), media)
+        else:
+            reply = _success(signal, media)
+        self._send(request, 200, reply, media)
+
+    def accept(self, signal: str, media: str, body: bytes, encoding: str | None) -> Outcome:
+        """Decode one export request and queue its items for the writer: the half of a request
+        that OTLP/HTTP and OTLP/gRPC share (same mapping, same caps, same queue).
+
+        Args:
+            signal: ``traces``, ``logs`` or ``metrics``.
+            media: the encoding, ``PROTOBUF`` or ``JSON``.
+            body: the request's bytes as received.
+            encoding: the body's ``Content-Encoding`` (gRPC hands over decompressed messages).
+
+        Returns:
+            What could not be kept (``partial_success``); empty when everything was queued.
+
+        Raises:
+            ProtocolError: the request is refused with that HTTP status: 400 malformed, 413 over
+                a cap, 415 an unknown coding, 503 (retry later) queue full or shutting down.
+        """
+        body = decompress(body, encoding, self.max_decompressed)
+        decoded = normalize.decode(signal, media, body, self.redact)
         with self._lock:
             if self._closing:
-                refused = True
-            else:
-                refused = False
-                self._inflight += 1
-        if refused:
-            self._fail(request, 503, "the receiver is shutting down", media, retry=True, close=True)
-            return
+                raise ProtocolError(503, "the receiver is shutting down")
+            self._inflight += 1
         try:
             if (decoded.spans or decoded.logs) and not self.writer.submit(
                 decoded.spans, decoded.logs
             ):
-                self._fail(request, 503, "the write queue is full; retry later", media, retry=True)
-                return
+                raise ProtocolError(503, "the write queue is full; retry later")
             with self._lock:  # counted before the answer: a client may read them right after
                 self.stats.requests += 1
                 self.stats.spans += len(decoded.spans)
                 self.stats.log_records += len(decoded.logs)
                 self.stats.log_records_ignored += decoded.ignored
                 self.stats.rejected += decoded.rejected
-            if decoded.rejected:
-                outcome = Outcome(
-                    decoded.rejected,
-                    f"{decoded.rejected} span(s) without a valid trace id or span id were dropped",
-                )
-                reply = encode(export_response(signal, outcome), media)
-            else:
-                reply = _success(signal, media)
-            self._send(request, 200, reply, media)
         finally:
             with self._lock:
                 self._inflight -= 1
                 if self._closing:  # ``stop`` waits for the requests in progress
                     self._lock.notify_all()
+        if decoded.rejected:
+            return Outcome(
+                decoded.rejected,
+                f"{decoded.rejected} span(s) without a valid trace id or span id were dropped",
+            )
+        return Outcome()
+
+    def count_refused(self) -> None:
+        """Count a request refused by a transport (the gRPC server)."""
+        with self._lock:
+            self.stats.refused += 1
 
     def internal_error(self, request: _Handler, exc: Exception) -> None:
         """Answer 500 for an unexpected failure and record its traceback."""
