@@ -172,6 +172,13 @@ class Browser:
             await self.evaluate("0")  # a round trip: frames that arrived meanwhile are read
             await asyncio.sleep(0.2)
 
+    async def press(self, key: str, code: int) -> None:
+        """Type one key into the focused element (``press("Enter", 13)``)."""
+        text = {"Enter": "\r"}.get(key, key if len(key) == 1 else "")
+        base = {"key": key, "code": key, "windowsVirtualKeyCode": code}
+        await self.send("Input.dispatchKeyEvent", type="keyDown", text=text, **base)
+        await self.send("Input.dispatchKeyEvent", type="keyUp", **base)
+
     async def screenshot(self, name: str) -> Path:
         """A PNG of the page as shown (kept under ``SCREENSHOTS``); returns its path."""
         result = await self.send("Page.captureScreenshot", format="png")

@@ -69,9 +69,10 @@ def server(store_dir: Path, clock: FixedClock) -> Iterator[str]:
         process.stderr.close()
 
 
-async def test_web_serves_the_app_and_a_browser_shows_the_trace_list(server: str) -> None:
+async def test_web_serves_the_app_and_a_browser_shows_the_trace_list_and_steps(server: str) -> None:
     """The page and its script come over HTTP on 127.0.0.1; in Chromium, the app's trace
-    list arrives over the page's WebSocket and is on screen."""
+    list arrives over the page's WebSocket and is on screen, and Enter opens a trace's
+    timeline with its steps."""
     with urllib.request.urlopen(server + "/", timeout=10) as answer:
         assert answer.status == 200
         page = answer.read().decode()
@@ -89,6 +90,16 @@ async def test_web_serves_the_app_and_a_browser_shows_the_trace_list(server: str
         await asyncio.sleep(0.5)  # the terminal paints what arrived
         shot = await browser.screenshot("agent-replay-web.png")
         assert shot.stat().st_size > 20_000  # a painted terminal, not the blank start page
+        # Enter on the first row (the newest trace) opens its timeline: its steps arrive.
+        await browser.evaluate(
+            "document.querySelector('textarea, .xterm-helper-textarea')?.focus()"
+        )
+        await browser.press("Enter", 13)
+        for step in ("get_schema", "plan"):
+            await browser.wait_for_received(step, timeout=60)
+        await asyncio.sleep(0.5)
+        shot = await browser.screenshot("agent-replay-web-timeline.png")
+        assert shot.stat().st_size > 20_000
 
 
 def test_binding_beyond_loopback_warns(store_dir: Path, clock: FixedClock) -> None:
