@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_replay.errors import AgentReplayError, UsageError
-from agent_replay.paths import CONFIG_NAME, make_private_dir
+from agent_replay.paths import CONFIG_NAME, make_private_dir, write_private
 
 ProviderName = Literal["anthropic", "google", "openai"]
 PROVIDERS: tuple[ProviderName, ...] = get_args(ProviderName)
@@ -187,19 +186,9 @@ def save_config(store_dir: Path, config: Config) -> Path:
     Only values that were set are written, so a default that changes in a later release
     reaches users who never set it.
     """
-    make_private_dir(store_dir)
     path = config_path(store_dir)
     data = {**DEFAULT_CONFIG, **config.model_dump(mode="json", exclude_unset=True)}
-    fd, temp = tempfile.mkstemp(prefix=".config-", suffix=".json", dir=store_dir)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-            handle.write("\n")
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_private(path, json.dumps(data, indent=2) + "\n")
     return path
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 DIR_NAME = ".agent-replay"
@@ -40,3 +41,18 @@ def make_private_dir(path: Path) -> None:
     if not path.is_dir():
         path.mkdir(parents=True, exist_ok=True)
         os.chmod(path, 0o700)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with ``text``: a private (0600) temp file beside it,
+    renamed over it, so a reader never sees half a file and no other user can read it."""
+    make_private_dir(path.parent)
+    fd, temp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise

@@ -1,4 +1,5 @@
-"""``agent-replay guard``: guardrail policies: add, list, remove, enable, disable, test, check.
+"""``agent-replay guard``: guardrail policies: add, list, remove, enable, disable, reset, test,
+check.
 
 Headless (never Textual or Rich); each subcommand imports the guard services when it runs.
 """
@@ -242,6 +243,36 @@ def disable(ref: str, store_dir: Path | None, as_json: bool) -> int:
       agent-replay guard disable block-rm
     """
     return _toggle(ref, False, store_dir, as_json)
+
+
+@command.command(name="reset")
+@dir_option
+@json_option
+def reset(store_dir: Path | None, as_json: bool) -> int:
+    """Accept that the store's policies are gone (or restored): reset the policies marker.
+
+    Every policy change is remembered in config.json beside the database, so that if
+    traces.db is deleted, emptied or replaced, `hook --enforce` blocks every tool call
+    ("the guard policies vanished") instead of silently allowing everything. Restore the
+    database to get the policies back, or run `guard reset` to accept what the store
+    holds now (nothing, for a missing or empty database).
+
+    \b
+    Example:
+      agent-replay guard reset
+    """
+    from agent_replay.commands._common import emit_json, resolve_store_dir
+    from agent_replay.services.guard.store import reset_marker
+
+    before, now = reset_marker(resolve_store_dir(store_dir))
+    if as_json:
+        emit_json({"remembered": before, "enabled_policies": now})
+    else:
+        click.echo(
+            f"policies marker reset: {before} enabled remembered, {now} enabled in the store "
+            "now; hook --enforce decides against the store's policies again"
+        )
+    return 0
 
 
 @command.command(name="test")

@@ -103,13 +103,14 @@ def command(
     if plain and not enforce:
         raise click.UsageError("--plain only applies with --enforce")
     folder = resolve_store_dir(store_dir)
-    payload = sys.stdin.read()
+    raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
     options = {"dialect": dialect, "no_input": no_input, "redact": not no_redact, "sync": sync}
     # A team store: the local store spools the payload (see hook_inbox.spool).
     options["db_url"] = resolve_db_url() or ""
     spool(options)
     if enforce:
-        return _enforce(folder, payload, options, plain=plain)
+        return _enforce(folder, raw, options, plain=plain)
+    payload = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     if not payload.strip():
         log_error(folder, "empty payload on stdin; nothing recorded")
         return 0
@@ -126,27 +127,55 @@ def command(
     return 0
 
 
-def _enforce(folder: Path, payload: str, options: dict[str, Any], *, plain: bool) -> int:
+def _enforce(folder: Path, raw: bytes | str, options: dict[str, Any], *, plain: bool) -> int:
     """``--enforce`` on the full path: create or migrate the store, decide, capture, answer.
 
-    The same decision as the fast path (``services/guard/enforce``): a store that cannot be
-    opened or read fails closed; capture problems are logged and never change the answer.
+    The same decision as the fast path (``services/guard/enforce``): a payload that cannot be
+    read, a store that cannot be opened or read, and policies that vanished fail closed;
+    anything unexpected while deciding too. Capture problems are logged and never change
+    the answer; post-tool and other events are never blocked.
     """
-    import json
+    from agent_replay.services.guard import enforce
 
+    dialect = str(options["dialect"])
+    incoming = None
+    try:
+        incoming = enforce.read_payload(raw, dialect)
+        return _enforce_read(folder, incoming, options, plain=plain)
+    except Exception as exc:  # noqa: BLE001 - whatever failed, a tool call is refused, closed
+        enforce.log_traceback(folder)
+        if incoming is not None and not incoming.guarded:
+            return 0
+        from agent_replay.services.guard.decide import undecidable
+
+        harness = incoming.harness if incoming else (dialect if dialect != "auto" else "claude")
+        reply = enforce.answer(undecidable(f"{type(exc).__name__}: {exc}"), harness, plain=plain)
+        return reply.emit(sys.stdout, sys.stderr)
+
+
+def _enforce_read(folder: Path, incoming: Any, options: dict[str, Any], *, plain: bool) -> int:
     from agent_replay.paths import db_path
     from agent_replay.services.capture.hook_drain import drain_with_lock
     from agent_replay.services.capture.hook_inbox import enqueue, log_error
     from agent_replay.services.guard import enforce
-    from agent_replay.services.guard.decide import failure
+    from agent_replay.services.guard.decide import failure, undecidable
 
-    if not payload.strip():
+    if not incoming.text.strip():
         log_error(folder, "empty payload on stdin; nothing recorded")
         return 0
-    try:
-        parsed = json.loads(payload)
-    except ValueError:
-        parsed = None
+    harness = incoming.harness
+    if incoming.problem is not None:
+        if not incoming.guarded:
+            return 0
+        log_error(folder, f"guard refused a payload: {incoming.problem}")
+        return enforce.answer(undecidable(incoming.problem), harness, plain=plain).emit(
+            sys.stdout, sys.stderr
+        )
+    if incoming.guarded:
+        vanished = enforce.vanished_policies(folder, db_path(folder))
+        if vanished is not None:  # before creating a fresh, empty store in its place
+            log_error(folder, f"guard refused a call: {vanished.reason}")
+            return enforce.answer(vanished, harness, plain=plain).emit(sys.stdout, sys.stderr)
     opened = True
     try:
         from agent_replay.store.db import open_store
@@ -158,11 +187,11 @@ def _enforce(folder: Path, payload: str, options: dict[str, Any], *, plain: bool
         opened = False
     reply = None
     queued = dict(options)
-    if enforce.is_pre_tool(parsed):
-        harness = enforce.harness_of(parsed, options["dialect"])
+    if incoming.guarded:
         try:
             if opened:
-                evaluation = enforce.evaluate_file(db_path(folder), enforce.proposed_step(parsed))
+                step = enforce.proposed_step(incoming.payload)
+                evaluation = enforce.evaluate_file(db_path(folder), step)
             else:
                 evaluation = failure("the store cannot be opened; see its log")
         except Exception as exc:  # noqa: BLE001 - deciding failed: fail closed
@@ -173,7 +202,7 @@ def _enforce(folder: Path, payload: str, options: dict[str, Any], *, plain: bool
             queued["guard"] = enforce.guard_record(evaluation, reply, harness)
     if opened:
         try:
-            enqueue(db_path(folder), payload, queued)
+            enqueue(db_path(folder), incoming.text, queued)
             if "db_url" in queued and not queued.get("sync"):
                 from agent_replay.services.capture.hook_inbox import ensure_drainer
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from agent_replay.clock import Clock
 from agent_replay.errors import StoreError
+from agent_replay.services.guard.store import remember_policies
 from agent_replay.services.ingest import ingest_many
 from agent_replay.store.db import Store
 from agent_replay.store.writes import execute, existing_trace_ids, insert_many
@@ -160,6 +161,7 @@ def _insert_policies(
         names = {row[1] for row in taken}
         fresh = [row for row in rows if row[0] not in ids and row[1] not in names]
         insert_many(store, "policies", POLICY_COLUMNS, fresh)
+    remember_policies(store)
     return [row[1] for row in fresh]
 
 

@@ -66,12 +66,17 @@ def enqueue(db_file: Path, payload: str, options: dict[str, Any]) -> None:
     """Append one raw payload to the inbox (one autocommitted INSERT)."""
     conn = connect(db_file)
     try:
-        conn.execute(
-            "INSERT INTO hook_inbox (received_ms, payload, options) VALUES (?, ?, ?)",
-            (int(time.time() * 1000), payload, json.dumps(options)),
-        )
+        insert(conn, payload, options)
     finally:
         conn.close()
+
+
+def insert(conn: sqlite3.Connection, payload: str, options: dict[str, Any]) -> None:
+    """The inbox INSERT on an open connection (autocommitted)."""
+    conn.execute(
+        "INSERT INTO hook_inbox (received_ms, payload, options) VALUES (?, ?, ?)",
+        (int(time.time() * 1000), payload, json.dumps(options)),
+    )
 
 
 def try_lock(store_dir: Path) -> int | None:

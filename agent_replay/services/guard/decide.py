@@ -163,6 +163,32 @@ def failure(problem: str) -> Evaluation:
     )
 
 
+def undecidable(problem: str) -> Evaluation:
+    """The decision when the payload itself cannot be read or decided (too deep, too big,
+    not UTF-8 or JSON, an unknown shape): deny, saying why."""
+    return Evaluation(
+        "deny",
+        None,
+        f"agent-replay cannot decide this tool call ({problem}), so it fails closed; "
+        "remove --enforce from the hook registration to stop enforcing",
+        failed=True,
+    )
+
+
+def gone(count: int, problem: str) -> Evaluation:
+    """The decision when policies vanished: the store's marker (``config.json``) says it had
+    ``count`` enabled policies, but its database has none (``problem`` says how)."""
+    policies = "policy" if count == 1 else "policies"
+    return Evaluation(
+        "deny",
+        None,
+        f"the guard policies vanished: this store had {count} enabled {policies} "
+        f"(remembered in config.json), but {problem}, so agent-replay fails closed; restore "
+        "the database, or run `agent-replay guard reset` if they are meant to be gone",
+        failed=True,
+    )
+
+
 def _describe(policy: Policy) -> str:
     return f'policy "{policy.name}" ({policy.action}, priority {policy.priority})'
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agent_replay.clock import Clock
-from agent_replay.errors import NotFoundError, UsageError
+from agent_replay.errors import NotFoundError, StoreError, UsageError
 from agent_replay.services.guard.decide import Evaluation, evaluate
 from agent_replay.services.guard.match import StepText
 from agent_replay.services.guard.policy import (
@@ -117,6 +118,7 @@ def add_policy(
                 hints=["pick another --name, or `agent-replay guard remove` the old one"],
             )
         insert_many(store, "policies", POLICY_COLUMNS, [_row(policy)])
+    remember_policies(store)
     return policy
 
 
@@ -125,6 +127,7 @@ def remove_policy(store: Store, ref: str) -> Policy:
     with store.write():
         policy = find_policy(store, ref)
         execute(store, "DELETE FROM policies WHERE id = ?", [policy.id])
+    remember_policies(store)
     return policy
 
 
@@ -133,7 +136,57 @@ def set_enabled(store: Store, ref: str, enabled: bool) -> Policy:
     with store.write():
         policy = find_policy(store, ref)
         execute(store, "UPDATE policies SET enabled = ? WHERE id = ?", [int(enabled), policy.id])
+    remember_policies(store)
     return find_policy(store, policy.id)
+
+
+def enabled_count(store: Store) -> int:
+    """How many policies are enabled."""
+    row = execute(store, "SELECT COUNT(*) FROM policies WHERE enabled <> 0").fetchone()
+    return int(row[0])
+
+
+def remember_policies(store: Store) -> int:
+    """Write the policies marker of a local store (``marker``): how many policies are enabled
+    now, in ``config.json`` beside the database, so ``hook --enforce`` notices if they vanish.
+    A PostgreSQL store or one without a file has no marker. Returns the count."""
+    count = enabled_count(store)
+    if store.is_sqlite and store.path is not None:
+        from agent_replay.services.guard.marker import remember
+
+        remember(store.path.parent, count)
+    return count
+
+
+def reset_marker(store_dir: Path) -> tuple[int, int]:
+    """``guard reset``: accept the policies the local store holds now (none when its database
+    is missing or empty), so ``hook --enforce`` stops refusing calls because policies
+    vanished. Returns (enabled policies remembered before, enabled policies now).
+
+    Raises:
+        StoreError: the database exists but cannot be opened (restore or move it first).
+    """
+    from agent_replay.paths import DB_NAME
+    from agent_replay.services.guard.marker import MarkerError, remember, remembered
+    from agent_replay.store.db import open_store
+
+    try:
+        before = remembered(store_dir)
+    except MarkerError as exc:
+        raise StoreError(str(exc), hints=["fix or remove config.json"]) from None
+    db_file = store_dir / DB_NAME
+    if not db_file.exists() or db_file.stat().st_size == 0:
+        remember(store_dir, 0)
+        return before, 0
+    try:
+        store = open_store(db_file, create=False)
+    except StoreError as exc:
+        raise StoreError(
+            f"{exc.message} (guard reset cannot accept a database it cannot read)",
+            hints=["restore traces.db from a backup, or move it aside and run guard reset again"],
+        ) from None
+    with store:
+        return before, remember_policies(store)
 
 
 @dataclass(frozen=True)
