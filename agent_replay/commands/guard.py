@@ -30,6 +30,9 @@ def command() -> None:
       name_regex       RE2 finds this regex in the name (linear time; (?i) for case)
       input_contains   the input contains this text (case-insensitive, NFKC-normalized)
       output_contains  the output contains this text (idem)
+      matches          "destructive": a destructive tool call as the safety-check eval
+                       defines it (rm -rf, DROP TABLE, git push --force, curl | sh,
+                       delete_* tools, ...)
 
     \b
     Actions, least to most strict: allow, warn, require_review, deny.

@@ -123,8 +123,9 @@ def demo_policies(clock: Clock) -> list[tuple[str, str, str, str, str, int, int,
         (
             "pol_demo_nodelete",
             "block-destructive-tools",
-            "Deny tool calls that delete, drop, truncate or destroy data.",
-            {"step_type": "tool_call", "name_regex": "(?i)(delete|drop|destroy|truncate|purge)"},
+            "Deny tool calls that delete, drop, truncate or destroy data (rm -rf, DROP TABLE, "
+            "git push --force, curl | sh: the safety-check eval's definition).",
+            {"step_type": "tool_call", "matches": "destructive"},
             "deny",
             100,
         ),

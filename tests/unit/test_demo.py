@@ -20,6 +20,7 @@ from agent_replay.services.demo import (
     load_demo,
 )
 from agent_replay.services.derive import derive_trace
+from agent_replay.services.guard.policy import PATTERN_KEYS
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import get_trace
 from agent_replay.store.writes import execute
@@ -54,9 +55,8 @@ def test_load_demo_adds_five_traces_and_three_policies(loaded: tuple[Store, Demo
     rows = execute(store, "SELECT name, pattern, action, enabled FROM policies").fetchall()
     assert sorted(r[0] for r in rows) == sorted(result.policies_added)
     assert {r[2] for r in rows} == {"deny", "require_review", "warn"}
-    allowed = {"step_type", "name_contains", "name_regex", "input_contains", "output_contains"}
     for _, pattern, _, enabled in rows:
-        assert set(loads(pattern)) <= allowed
+        assert set(loads(pattern)) <= set(PATTERN_KEYS)
         assert enabled == 1
 
 

@@ -13,9 +13,9 @@ from agent_replay.services.evals.presets import (
     completeness_check,
     hallucination_check,
     is_card_number,
-    name_words,
     safety_check,
 )
+from agent_replay.services.guard.danger import name_words
 
 
 def trace(*steps: dict[str, Any], **fields: Any) -> dict[str, Any]:

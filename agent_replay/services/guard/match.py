@@ -121,6 +121,11 @@ def pattern_matches(pattern: Mapping[str, str], step: StepText) -> bool:
 
         if not search(regex, step.name):
             return False
+    if pattern.get("matches") == "destructive":
+        from agent_replay.services.guard.danger import is_destructive  # deferred: RE2, ~2 ms
+
+        if not is_destructive(step.name, step.input):
+            return False
     needle = pattern.get("input_contains")
     if needle is not None and (step.input is None or fold(needle) not in step.folded_input):
         return False

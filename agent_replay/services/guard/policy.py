@@ -10,6 +10,7 @@ fields, every given field must match (AND):
 | ``name_regex`` | RE2 finds this regex in the step's name (linear time; ``(?i)`` for case) |
 | ``input_contains`` | the step's input contains this text (case-insensitive, NFKC-normalized) |
 | ``output_contains`` | the step's output contains this text (idem) |
+| ``matches`` | ``destructive``: a destructive tool call, as ``safety-check`` defines it |
 
 Actions, from the least to the most strict: ``allow``, ``warn``, ``require_review``,
 ``deny``. ``decide`` combines several matching policies.
@@ -25,6 +26,9 @@ from typing import Any, NamedTuple
 
 from agent_replay.trace.base import STEP_TYPES
 
+DEFINITIONS = ("destructive",)
+"""The named definitions ``matches`` accepts (each is implemented in ``danger``)."""
+
 ACTIONS: tuple[str, ...] = ("allow", "warn", "require_review", "deny")
 """Every action, from the least to the most strict."""
 STRICTNESS: dict[str, int] = {action: rank for rank, action in enumerate(ACTIONS)}
@@ -35,6 +39,7 @@ PATTERN_KEYS: tuple[str, ...] = (
     "name_regex",
     "input_contains",
     "output_contains",
+    "matches",
 )
 """The fields a pattern may have."""
 MAX_NAME = 200
@@ -130,6 +135,9 @@ def validate_pattern(pattern: Any) -> dict[str, str]:
             raise PolicyError(f"unknown pattern key {key!r} (known: {', '.join(PATTERN_KEYS)})")
         if not isinstance(value, str) or not value:
             raise PolicyError(f"{key} must be non-empty text (got {_kind(value)})")
+    definition = pattern.get("matches")
+    if definition is not None and definition not in DEFINITIONS:
+        raise PolicyError(f"unknown matches {definition!r} (known: {', '.join(DEFINITIONS)})")
     step_type = pattern.get("step_type")
     if step_type is not None and step_type not in STEP_TYPES:
         raise PolicyError(f"unknown step_type {step_type!r} (known: {', '.join(STEP_TYPES)})")
