@@ -36,6 +36,24 @@ def db_path(store_dir: Path) -> Path:
     return store_dir / DB_NAME
 
 
+def read_config_json(store_dir: Path) -> dict[str, object]:
+    """``<dir>/config.json`` as a plain dict (stdlib; empty when missing or unreadable: the
+    commands that validate it report a broken file)."""
+    import json
+
+    try:
+        data = json.loads((store_dir / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def redaction_on(store_dir: Path, no_redact: bool = False) -> bool:
+    """Whether writers redact secrets: yes, unless ``--no-redact`` or the store's config says
+    ``"redact": false`` (``agent-replay config set redact false``)."""
+    return not no_redact and read_config_json(store_dir).get("redact") is not False
+
+
 def make_private_dir(path: Path) -> None:
     """Create ``path`` (and parents) with mode 0700 for the leaf; existing dirs are left alone."""
     if not path.is_dir():

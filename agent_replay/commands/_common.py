@@ -91,6 +91,14 @@ def resolve_store_dir(store_dir: Path | None) -> Path:
     return resolve_dir(store_dir)
 
 
+def redaction(no_redact: bool, store_dir: Path | None) -> bool:
+    """Whether this command redacts secrets: on unless ``--no-redact`` or the config setting
+    ``redact`` is false (``paths.redaction_on``)."""
+    from agent_replay.paths import redaction_on
+
+    return redaction_on(resolve_store_dir(store_dir), no_redact)
+
+
 def resolve_db_url() -> str | None:
     """The database URL for this invocation: the command's ``--db-url``, else the root's,
     else ``AGENT_REPLAY_DB_URL``; ``None`` for the local store (an empty value forces it)."""

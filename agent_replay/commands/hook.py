@@ -89,7 +89,7 @@ def command(
       agent-replay hook --enforce       (capture, and enforce the guard policies)
       agent-replay hook --enforce --plain   (block with exit 2 + stderr, no JSON)
     """
-    from agent_replay.commands._common import resolve_db_url, resolve_store_dir
+    from agent_replay.commands._common import redaction, resolve_db_url, resolve_store_dir
     from agent_replay.paths import db_path
     from agent_replay.services.capture.hook_drain import drain_with_lock
     from agent_replay.services.capture.hook_inbox import (
@@ -104,7 +104,12 @@ def command(
         raise click.UsageError("--plain only applies with --enforce")
     folder = resolve_store_dir(store_dir)
     raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-    options = {"dialect": dialect, "no_input": no_input, "redact": not no_redact, "sync": sync}
+    options = {
+        "dialect": dialect,
+        "no_input": no_input,
+        "redact": redaction(no_redact, store_dir),
+        "sync": sync,
+    }
     # A team store: the local store spools the payload (see hook_inbox.spool).
     options["db_url"] = resolve_db_url() or ""
     spool(options)

@@ -59,7 +59,7 @@ def command(
       agent-replay import ~/.claude/projects/-home-me-app/SESSION.jsonl --json
       agent-replay import rollout.jsonl --format codex-rollout --no-redact
     """
-    from agent_replay.commands._common import open_or_create
+    from agent_replay.commands._common import open_or_create, redaction
     from agent_replay.errors import UsageError
     from agent_replay.services.capture.importer import import_path
 
@@ -88,7 +88,7 @@ def command(
             path,
             fmt=fmt,
             tags=split_tags(tags),
-            redact=not no_redact,
+            redact=redaction(no_redact, store_dir),
             on_file=on_file,
             progress=progress,
         )

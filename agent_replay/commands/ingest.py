@@ -141,6 +141,7 @@ def _items(source: Any, fmt: str) -> Iterator[tuple[str, Any]]:
 )
 @click.option("--tags", default=None, help="Comma-separated tags to add to every trace.")
 @click.option("--dry-run", is_flag=True, help="Validate only; write nothing (not even the store).")
+@click.option("--no-redact", is_flag=True, help="Store secrets as they are (default: redacted).")
 @dir_option
 @json_option
 def command(
@@ -148,16 +149,19 @@ def command(
     fmt: str | None,
     tags: str | None,
     dry_run: bool,
+    no_redact: bool,
     store_dir: Path | None,
     as_json: bool,
 ) -> int:
     """Load traces from FILE (JSON: one trace or an array; JSONL: one trace a line; a bundle
     from `export --format bundle`), or - for stdin.
 
-    Each trace is validated strictly and written all-or-nothing; invalid traces are
-    reported with every problem and its path, and the rest still load. Exit 1 if any
-    trace was rejected. A bundle is merged: its traces the store already holds are left as
-    they are (reported as present), so merging it twice adds nothing.
+    Secrets (API keys, tokens, passwords, private keys) are redacted before anything is
+    written, unless --no-redact. Each trace is validated strictly and written
+    all-or-nothing; invalid traces are reported with every problem and its path, and the
+    rest still load. Exit 1 if any trace was rejected. A bundle is merged: its traces the
+    store already holds are left as they are (reported as present), so merging it twice
+    adds nothing.
 
     \b
     Examples:
@@ -166,7 +170,7 @@ def command(
       agent-replay ingest run.json --dry-run
       agent-replay ingest failing-run.bundle
     """
-    from agent_replay.commands._common import open_or_create
+    from agent_replay.commands._common import open_or_create, redaction
     from agent_replay.services.ingest import ingest_many
 
     if file != "-" and fmt is None:
@@ -211,6 +215,7 @@ def command(
             dry_run=dry_run,
             progress=progress,
             known_ids=known,
+            redact=redaction(no_redact, store_dir),
         )
         if show_progress and report.ingested:
             click.echo("", err=True)

@@ -86,7 +86,7 @@ def serve(port: int, grpc_port: int, host: str, no_redact: bool, store_dir: Path
       agent-replay otel serve --port 0 --grpc-port 0 --dir /tmp/otel-store
       agent-replay otel serve --host 0.0.0.0      (reachable from other machines: warns)
     """
-    from agent_replay.commands._common import open_or_create, resolve_store_dir
+    from agent_replay.commands._common import open_or_create, redaction, resolve_store_dir
     from agent_replay.errors import UsageError
     from agent_replay.services.otel.server import GrpcBindError, OtelReceiver, is_loopback
 
@@ -108,7 +108,7 @@ def serve(port: int, grpc_port: int, host: str, no_redact: bool, store_dir: Path
         host=host,
         port=port,
         grpc_port=grpc_port or None,
-        redact=not no_redact,
+        redact=redaction(no_redact, store_dir),
         log=lambda line: say(f"otel serve: {line}"),
         error_log=folder / "logs" / "agent-replay.log",
     )

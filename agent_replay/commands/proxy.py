@@ -123,7 +123,7 @@ def command(
       agent-replay proxy --replay trc_abc --until-step 3 --then fail
       agent-replay proxy --replay trc_abc --until-step 5 --override 5=@reply.json
     """
-    from agent_replay.commands._common import open_or_create, resolve_store_dir
+    from agent_replay.commands._common import open_or_create, redaction, resolve_store_dir
     from agent_replay.errors import UsageError
     from agent_replay.services.proxy.recording import end_orphans
     from agent_replay.services.proxy.replay import load_plan
@@ -157,7 +157,7 @@ def command(
             then="fail" if then == "fail" else "live",
             overrides=list(overrides),
         )
-    ended = end_orphans(store, redact=not no_redact)
+    ended = end_orphans(store, redact=redaction(no_redact, store_dir))
     if ended:
         say(f"ended {len(ended)} trace(s) left running by a proxy that exited: {', '.join(ended)}")
     warm_up()
@@ -169,7 +169,7 @@ def command(
         port=port,
         upstreams=upstream_map,
         grouping=grouping,
-        redact=not no_redact,
+        redact=redaction(no_redact, store_dir),
         replay=plan,
     )
     errors: list[str] = []

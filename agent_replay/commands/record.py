@@ -80,7 +80,7 @@ def command(
         | agent-replay record --format claude-stream
       agent-replay record --json < events.jsonl
     """
-    from agent_replay.commands._common import open_or_create
+    from agent_replay.commands._common import open_or_create, redaction
     from agent_replay.services.capture.events import (
         EventEngine,
         FdReader,
@@ -96,7 +96,7 @@ def command(
     store = open_or_create(store_dir)
     engine = EventEngine(
         store,
-        redact=not no_redact,
+        redact=redaction(no_redact, store_dir),
         tags=split_tags(tags),
         default_agent_name=agent_name,
         source_format=fmt,

@@ -58,7 +58,7 @@ def command(
     """
     if not cmd:
         raise click.UsageError("no command to run: agent-replay run [OPTIONS] -- COMMAND [ARGS]...")
-    from agent_replay.commands._common import resolve_db_url, resolve_store_dir
+    from agent_replay.commands._common import redaction, resolve_db_url, resolve_store_dir
     from agent_replay.services.capture.run import EXIT_NOT_FOUND, run_traced
 
     def warn(message: str) -> None:
@@ -69,7 +69,7 @@ def command(
         store_dir=resolve_store_dir(store_dir),
         agent_name=agent_name,
         tags=split_tags(tags),
-        redact=not no_redact,
+        redact=redaction(no_redact, store_dir),
         warn=warn,
         db_url=resolve_db_url(),
     )

@@ -14,6 +14,7 @@ from typing import Any
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import StoreError, TraceFormatError
 from agent_replay.services.derive import derive_trace
+from agent_replay.services.redact import redact_value
 from agent_replay.store import ids
 from agent_replay.store.db import DB_ERRORS, Store
 from agent_replay.store.mapping import (
@@ -120,6 +121,7 @@ def ingest_trace(
     tags: Sequence[str] = (),
     source_format: str | None = None,
     clock: Clock | None = None,
+    redact: bool = True,
 ) -> Trace:
     """Validate one trace strictly and write it in one transaction.
 
@@ -128,6 +130,8 @@ def ingest_trace(
         trace: a ``Trace`` or its JSON object.
         tags: extra tags to add.
         clock: stamps the ingest time (the ordering key of a trace with no ``started_at``).
+        redact: replace secrets before anything is written (``redact.redact_value``); on by
+            default, as on every write path.
 
     Returns:
         The trace as stored, with its id and step ids.
@@ -137,7 +141,7 @@ def ingest_trace(
         StoreError: a trace with the same id exists, or the write failed.
     """
     data = trace.model_dump() if isinstance(trace, Trace) else trace
-    model = validate_trace(data).trace
+    model = validate_trace(redact_value(data) if redact else data).trace
     try:
         rows = prepare(
             model, created_ms=_now_ms(clock), extra_tags=tags, source_format=source_format
@@ -173,6 +177,7 @@ def ingest_many(
     batch_size: int = BATCH_SIZE,
     clock: Clock | None = None,
     known_ids: Callable[[list[str]], set[str]] | None = None,
+    redact: bool = True,
 ) -> IngestReport:
     """Ingest ``(where, object)`` pairs; an object that is an exception is a parse failure.
 
@@ -183,6 +188,7 @@ def ingest_many(
         progress: called with (traces done, steps done) after each batch.
         known_ids: in a dry run, tells which ids a store already holds (reported as they
             would be by a real run).
+        redact: replace secrets before anything is written (on by default).
     """
     report = IngestReport()
     batch: list[tuple[str, TraceRows]] = []
@@ -212,7 +218,7 @@ def ingest_many(
             report.rejected.append(Rejection(where, str(obj)))
             continue
         try:
-            model = validate_trace(obj, label=where).trace
+            model = validate_trace(redact_value(obj) if redact else obj, label=where).trace
         except TraceFormatError as exc:
             report.rejected.append(Rejection(where, exc.message, exc.problems))
             continue

@@ -1,123 +1,162 @@
-"""Secret redaction, applied on every capture path before anything is written.
+"""Secret redaction: the one redaction every writer applies before anything is written.
 
-Secrets become ``[REDACTED:<kind>]``. The patterns are anchored on distinctive prefixes and
-bounded character classes, so each runs in linear time on any input (no nested quantifiers).
-Stdlib only: the hook's drainer and the recorder share it.
+Secrets become ``[REDACTED:<kind>]`` (the rules and why they are ours: ``redact_rules``).
+Redaction works on values, not encoded text:
 
-Kinds: ``private_key`` (PEM blocks), ``anthropic_key``, ``openai_key``, ``google_key``,
-``aws_access_key``, ``github_token``, ``slack_token``, ``stripe_key``, ``huggingface_token``,
-``jwt``, ``bearer_token`` (``Authorization: Bearer …``/``Bearer …``), ``url_password``
-(``scheme://user:password@host`` keeps the user and host), ``secret_assignment``
-(``api_key=…``, ``"password": "…"``-style assignments of a value).
+- a string holding JSON (an OTLP message attribute, a tool's JSON output) is parsed, redacted
+  structurally and re-encoded (only when something changed; otherwise it is kept byte for
+  byte);
+- an object key naming a secret (``api_key``, ``password``, ``Authorization``, ``private_key``)
+  hides its whole string value (``secret_field``);
+- every other string is searched by every rule at once and each match replaced in one pass,
+  so overlapping rules never mangle a placeholder and placeholders never nest (an existing
+  placeholder is left as it is: redacting twice changes nothing).
+
+Values are walked without recursion, so any nesting depth is safe. Stdlib only: the hook's
+fast path redacts a payload before it is queued, and the drainer, the recorder, ingest and the
+OTLP receiver share this module.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
-_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "private_key",
-        re.compile(
-            # The body can't contain "-" (except in Proc-Type:/DEK-Info: headers), so a scan
-            # never runs past the next dash: linear even on a flood of BEGIN lines.
-            r"-----BEGIN (?:[A-Z0-9]{1,20} ){0,3}PRIVATE KEY-----(?:[^-]|-(?=Type:|Info:)){0,20000}"
-            r"-----END (?:[A-Z0-9]{1,20} ){0,3}PRIVATE KEY-----"
-        ),
-    ),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}")),
-    ("google_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}")),
-    ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
-    ("bearer_token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9_\-\.=~+/]{16,}")),
-]
-# user:password@ inside a URL: keep the scheme, user and host; hide the password.
-_URL_PASSWORD = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]{0,20}://[^\s:/@]{1,256}:)([^\s@/]{1,256})@")
-# key = value / "key": "value" for names that say "secret".
-_ASSIGNMENT = re.compile(
-    r"(?i)(\b(?:api[_-]?key|secret|password|passwd|token|access[_-]?key)[\"']?\s{0,3}[:=]\s{0,3}[\"']?)"
-    r"([^\s\"',;}{]{8,})"
-)
-# Literal needles per pattern: a pattern runs only when one of its needles is in the text, so
-# ordinary text costs a few substring checks instead of a pass of every regex.
-_NEEDLES: dict[str, tuple[str, ...]] = {
-    "private_key": ("PRIVATE KEY",),
-    "anthropic_key": ("sk-ant-",),
-    "openai_key": ("sk-",),
-    "google_key": ("AIza",),
-    "aws_access_key": ("AKIA", "ASIA"),
-    "github_token": ("gh", "github_pat_"),
-    "slack_token": ("xox",),
-    "stripe_key": ("_live_", "_test_"),
-    "huggingface_token": ("hf_",),
-    "jwt": ("eyJ",),
-    "bearer_token": ("earer", "EARER"),
-}
-_ASSIGNMENT_NEEDLES = ("ey", "EY", "Ey", "ecret", "ECRET", "assw", "ASSW", "oken", "OKEN")
+from agent_replay.services.redact_rules import ALL_NEEDLES, RULES, secret_key
+
+PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]{1,40}\]")
+_MAYBE_BARE = re.compile(r"[A-Za-z0-9/+]{40}")
+"""The needle-less rules' cheap pre-check (the AWS secret key: 40 base64 characters)."""
+_NEEDLELESS = tuple(rule for rule in RULES if not rule.needles)
+MIN_SECRET = 6
+"""No secret is shorter (a shorter string is never searched)."""
 
 
-# One search for any needle at all: most strings have none and return at once.
-_ANY_NEEDLE = re.compile(
-    "|".join(
-        re.escape(n)
-        for n in sorted(
-            {*(n for ns in _NEEDLES.values() for n in ns), "://", *_ASSIGNMENT_NEEDLES},
-            key=len,
-            reverse=True,
-        )
-    )
-)
+def might_hold_secret(text: str) -> bool:
+    """Whether any rule could match ``text`` (a fast pre-check: false means nothing to do)."""
+    if len(text) < MIN_SECRET:
+        return False
+    lowered = text.lower()
+    return any(n in lowered for n in ALL_NEEDLES) or _MAYBE_BARE.search(text) is not None
+
+
+def find_secrets(text: str) -> list[tuple[int, int, str]]:
+    """The secrets in ``text``: non-overlapping ``(start, end, kind)``, in order."""
+    if len(text) < MIN_SECRET:
+        return []
+    lowered = text.lower()
+    if any(n in lowered for n in ALL_NEEDLES):
+        active = [r for r in RULES if not r.needles or any(n in lowered for n in r.needles)]
+    elif _MAYBE_BARE.search(text) is not None:
+        active = list(_NEEDLELESS)
+    else:
+        return []
+    taken = []
+    if "[REDACTED:" in text:
+        taken = [(m.start(), m.end()) for m in PLACEHOLDER.finditer(text)]
+    found: list[tuple[int, int, int, str]] = []
+    for order, rule in enumerate(active):
+        for match in rule.pattern.finditer(text):
+            start, end = match.span(rule.group)
+            if rule.check is not None and not rule.check(text[start:end]):
+                continue
+            if start < end and not any(s < end and start < e for s, e in taken):
+                found.append((start, -end, order, rule.kind))
+    if not found:
+        return []
+    found.sort()
+    spans: list[tuple[int, int, str]] = []
+    reach = 0
+    for start, neg_end, _, kind in found:
+        if start >= reach:
+            spans.append((start, -neg_end, kind))
+            reach = -neg_end
+    return spans
 
 
 def redact_text(text: str) -> str:
-    """``text`` with every secret replaced by ``[REDACTED:<kind>]``."""
-    if len(text) < 8 or not _ANY_NEEDLE.search(text):  # no secret is shorter than 8
+    """``text`` with every secret replaced by ``[REDACTED:<kind>]`` (one pass, no nesting)."""
+    spans = find_secrets(text)
+    if not spans:
         return text
-    for kind, pattern in _PATTERNS:
-        if any(needle in text for needle in _NEEDLES[kind]):
-            text = pattern.sub(f"[REDACTED:{kind}]", text)
-    if "://" in text:
-        text = _URL_PASSWORD.sub(r"\1[REDACTED:url_password]@", text)
-    if not any(needle in text for needle in _ASSIGNMENT_NEEDLES):
+    parts = []
+    position = 0
+    for start, end, kind in spans:
+        parts.append(text[position:start])
+        parts.append(f"[REDACTED:{kind}]")
+        position = end
+    parts.append(text[position:])
+    return "".join(parts)
+
+
+def redact_string(text: str) -> str:
+    """A string value redacted: as JSON (parsed, redacted structurally, re-encoded) when it
+    holds a JSON object or array, else as text."""
+    if not might_hold_secret(text):
         return text
-    return _ASSIGNMENT.sub(
-        lambda m: (
-            m.group(0)
-            if m.group(2).startswith("[REDACTED:")
-            else f"{m.group(1)}[REDACTED:secret_assignment]"
-        ),
-        text,
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+        try:
+            parsed = json.loads(stripped)
+        except (ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict | list):
+            redacted = redact_value(parsed)
+            if redacted == parsed:
+                return text
+            compact = '": ' not in stripped and '", ' not in stripped
+            encoded = json.dumps(
+                redacted, ensure_ascii=False, separators=(",", ":") if compact else None
+            )
+            return text[: len(text) - len(text.lstrip())] + encoded
+    return redact_text(text)
+
+
+def _secret_field(key: Any, item: Any) -> bool:
+    return (
+        isinstance(item, str)
+        and bool(item)
+        and isinstance(key, str)
+        and secret_key(key)
+        and PLACEHOLDER.fullmatch(item) is None
     )
 
 
-_SECRET_KEYS = re.compile(
-    r"(?i)^(?:.*[_.\-])?(?:api[_-]?key|secret|password|passwd|token|access[_-]?key|authorization)$"
-)
-
-
 def redact_value(value: Any) -> Any:
-    """A JSON value with secrets redacted in every string, and the whole value of keys that
-    name a secret (``api_key``, ``password``, ``Authorization``, …) when it is a string."""
+    """A JSON value with secrets redacted in every string (JSON held in strings included), and
+    the whole string value of keys that name a secret. A new value; the input is not changed.
+    Iterative: any nesting depth is safe."""
     if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if isinstance(item, str) and isinstance(key, str) and _SECRET_KEYS.match(key) and item:
-                out[key] = item if item.startswith("[REDACTED:") else "[REDACTED:secret_field]"
-            else:
-                out[key] = redact_value(item)
-        return out
-    if isinstance(value, list):
-        return [redact_value(item) for item in value]
-    return value
+        return redact_string(value)
+    if not isinstance(value, dict | list):
+        return value
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        node, parent, slot = stack.pop()
+        if isinstance(node, str):
+            parent[slot] = redact_string(node)
+        elif isinstance(node, dict):
+            copy: dict[Any, Any] = dict.fromkeys(node)
+            parent[slot] = copy
+            for key, item in node.items():
+                if _secret_field(key, item):
+                    copy[key] = "[REDACTED:secret_field]"
+                elif isinstance(item, str | dict | list):
+                    stack.append((item, copy, key))
+                else:
+                    copy[key] = item
+        elif isinstance(node, list):
+            items: list[Any] = list(node)
+            parent[slot] = items
+            for index, item in enumerate(node):
+                if isinstance(item, str | dict | list):
+                    stack.append((item, items, index))
+        else:
+            parent[slot] = node
+    return root[0]
 
 
 Redactor = Callable[[Any], Any]
@@ -126,3 +165,16 @@ Redactor = Callable[[Any], Any]
 def identity(value: Any) -> Any:
     """The no-op redactor (``--no-redact``)."""
     return value
+
+
+def redact_payload_text(text: str) -> str:
+    """A JSON document (a hook payload) redacted as a value and re-encoded; text that is not
+    JSON is redacted as text. Unchanged text is returned as it is."""
+    if not might_hold_secret(text):
+        return text
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return redact_text(text)
+    redacted = redact_value(parsed)
+    return text if redacted == parsed else json.dumps(redacted, ensure_ascii=False)

@@ -83,7 +83,7 @@ def test_recorder_redacts_by_default(store) -> None:
     rec.step(tid, {"step_type": "tool_call", "output": "Bearer abcdefghijklmnopqrstu", "name": "x"})
     trace = get_trace(store, tid)
     assert "sk-ant" not in str(trace.input)
-    assert trace.steps[0].output == "[REDACTED:bearer_token]"
+    assert trace.steps[0].output == "Bearer [REDACTED:bearer_token]"
     raw = TraceRecorder(store, lenient=True, redact=False)
     tid2 = raw.start_trace("bot", input="sk-ant-api03-abcdefghijklmnopqrstuvwx")
     assert get_trace(store, tid2).input == "sk-ant-api03-abcdefghijklmnopqrstuvwx"

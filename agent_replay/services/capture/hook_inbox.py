@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir, resolve_dir
+from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir, redaction_on, resolve_dir
 from agent_replay.store.schema import SCHEMA_VERSION
 
 LOCK_NAME = "hook-drain.lock"
@@ -72,7 +72,13 @@ def enqueue(db_file: Path, payload: str, options: dict[str, Any]) -> None:
 
 
 def insert(conn: sqlite3.Connection, payload: str, options: dict[str, Any]) -> None:
-    """The inbox INSERT on an open connection (autocommitted)."""
+    """The inbox INSERT on an open connection (autocommitted). Unless ``options["redact"]``
+    is false, the payload is redacted first: a queued or spooled payload (one waiting for an
+    unreachable team store too) never holds a secret on disk."""
+    if options.get("redact", True):
+        from agent_replay.services.redact import redact_payload_text  # deferred: ~3 ms
+
+        payload = redact_payload_text(payload)
     conn.execute(
         "INSERT INTO hook_inbox (received_ms, payload, options) VALUES (?, ?, ?)",
         (int(time.time() * 1000), payload, json.dumps(options)),
@@ -207,6 +213,7 @@ def run(argv: list[str], stdin: Any = None) -> int | None:
         store_dir = resolve_dir(options.pop("dir"))
     except OSError:  # e.g. the working directory was deleted under the harness
         return 0
+    options["redact"] = redaction_on(store_dir, not options["redact"])
     stream = stdin if stdin is not None else sys.stdin.buffer
     try:
         raw = stream.read()

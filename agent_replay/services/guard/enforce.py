@@ -411,7 +411,7 @@ def run_fast(
 def _run_fast(
     incoming: Incoming, options: dict[str, Any], *, plain: bool, out: IO[str], err: IO[str]
 ) -> int | None:
-    from agent_replay.paths import DB_NAME, resolve_dir
+    from agent_replay.paths import DB_NAME, redaction_on, resolve_dir
     from agent_replay.services.capture import hook_inbox
     from agent_replay.store.schema import SCHEMA_VERSION
 
@@ -423,6 +423,7 @@ def _run_fast(
             return 0
         return answer(failure(f"no store directory: {exc}"), harness, plain=plain).emit(out, err)
     assert store_dir is not None
+    options["redact"] = redaction_on(store_dir, not options.get("redact", True))
     if not text.strip():
         hook_inbox.log_error(store_dir, "empty payload on stdin; nothing recorded")
         return 0
