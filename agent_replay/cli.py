@@ -176,7 +176,7 @@ def _log_traceback(argv: Sequence[str]) -> Path | None:
     import traceback
 
     try:
-        from agent_replay.paths import make_private_dir, resolve_dir
+        from agent_replay.paths import append_private, resolve_dir
 
         store_dir = None
         if "--dir" in argv:
@@ -186,10 +186,11 @@ def _log_traceback(argv: Sequence[str]) -> Path | None:
         folder = resolve_dir(store_dir) / "logs"
         if not folder.parent.is_dir():
             return None
-        make_private_dir(folder)
+        from agent_replay.services.redact import redact_text
+
         path = folder / "agent-replay.log"
-        with path.open("a", encoding="utf-8") as log:
-            log.write(f"--- agent-replay {' '.join(argv)}\n{traceback.format_exc()}\n")
+        entry = f"--- agent-replay {' '.join(argv)}\n{traceback.format_exc()}\n"
+        append_private(path, redact_text(entry))
         return path
     except OSError:
         return None

@@ -74,3 +74,24 @@ def write_private(path: Path, text: str) -> None:
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def append_private(path: Path, text: str) -> None:
+    """Append ``text`` to ``path``, created 0600 inside a 0700 directory (an existing file is
+    tightened to 0600): logs can hold what a command saw."""
+    make_private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, text.encode("utf-8", errors="replace"))
+    finally:
+        os.close(fd)
+
+
+def tighten_dir(path: Path) -> bool:
+    """Make an existing directory 0700 (``init``); whether its mode had to change."""
+    mode = path.stat().st_mode & 0o777
+    if mode == 0o700:
+        return False
+    os.chmod(path, 0o700)
+    return True

@@ -106,7 +106,8 @@ def command(
             stream: IO[bytes] = sys.stdout.buffer
         else:
             tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-            stream = tmp.open("wb")
+            flags = os.O_CREAT | os.O_TRUNC | os.O_WRONLY
+            stream = os.fdopen(os.open(tmp, flags, 0o600), "wb")  # private, like the store
         count = 0
         progress = sys.stderr.isatty() and output is not None
         try:

@@ -15,7 +15,8 @@ from agent_replay.commands._common import dir_option, emit_json, json_option
 def command(store_dir: Path | None, as_json: bool) -> int:
     """Create the store (.agent-replay/ with traces.db and config.json).
 
-    Safe to run again: an existing store is migrated if needed and left as it is.
+    Safe to run again: an existing store is migrated if needed and left as it is (its
+    directory is tightened to mode 0700, with a note).
     Without --dir it creates ./.agent-replay (or uses $AGENT_REPLAY_DIR). With --db-url
     (or $AGENT_REPLAY_DB_URL) it creates the team store there: its schema and tables.
 
@@ -27,7 +28,7 @@ def command(store_dir: Path | None, as_json: bool) -> int:
     """
     from agent_replay.commands._common import resolve_db_url
     from agent_replay.config import ensure_config
-    from agent_replay.paths import DIR_NAME, ENV_DIR, db_path
+    from agent_replay.paths import DIR_NAME, ENV_DIR, db_path, tighten_dir
     from agent_replay.store.db import open_store
 
     url = resolve_db_url()
@@ -43,6 +44,9 @@ def command(store_dir: Path | None, as_json: bool) -> int:
         if store_dir is None:
             store_dir = Path(os.environ[ENV_DIR]) if os.environ.get(ENV_DIR) else Path(DIR_NAME)
     existed = db_path(store_dir).exists()
+    tightened = Path(store_dir).is_dir() and tighten_dir(Path(store_dir))
+    if tightened and not as_json:
+        click.echo(f"note: tightened {store_dir} to mode 0700 (only you can read it)", err=True)
     with open_store(db_path(store_dir), create=True):
         pass
     config = ensure_config(store_dir)

@@ -360,7 +360,8 @@ def export_golden(
         return count
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("wb") as handle:
+        fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+        with os.fdopen(fd, "wb") as handle:
             count = write_golden(runs, handle, clock=clock)
         os.replace(tmp, output)
     finally:

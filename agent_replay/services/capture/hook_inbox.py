@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir, redaction_on, resolve_dir
+from agent_replay.paths import DB_NAME, ENV_DB_URL, append_private, redaction_on, resolve_dir
 from agent_replay.store.schema import SCHEMA_VERSION
 
 LOCK_NAME = "hook-drain.lock"
@@ -129,12 +129,12 @@ def ensure_drainer(store_dir: Path) -> None:
 def log_error(store_dir: Path, message: str) -> None:
     """Append a line to ``<dir>/logs/agent-replay.log`` (hooks never print on failure paths
     the harness would show as output)."""
+    from agent_replay.services.redact import redact_text  # deferred: failure paths only
+
     try:
-        folder = store_dir / "logs"
-        make_private_dir(folder)
-        with (folder / "agent-replay.log").open("a", encoding="utf-8") as log:
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            log.write(f"{stamp} hook: {message}\n")
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        line = f"{stamp} hook: {redact_text(message)}\n"
+        append_private(store_dir / "logs" / "agent-replay.log", line)
     except OSError:
         pass
 

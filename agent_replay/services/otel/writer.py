@@ -41,7 +41,8 @@ from typing import Any
 import orjson
 
 from agent_replay.clock import Clock, SystemClock
-from agent_replay.paths import make_private_dir
+from agent_replay.paths import append_private
+from agent_replay.services.redact import redact_text
 
 Log = Callable[[str], None]
 
@@ -393,8 +394,6 @@ def write_error_log(error_log: Path | None, line: str, details: str) -> None:
     if error_log is None:
         return
     try:
-        make_private_dir(error_log.parent)
-        with error_log.open("a", encoding="utf-8") as out:
-            out.write(f"--- otel serve\n{line}\n{details}\n")
+        append_private(error_log, redact_text(f"--- otel serve\n{line}\n{details}\n"))
     except OSError:
         pass  # the one-line report already went out
