@@ -78,6 +78,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("agent_replay.commands.mcp", "Serve the store to coding agents over MCP (stdio)."),
     "delete": ("agent_replay.commands.delete", "Delete traces with everything attached."),
     "prune": ("agent_replay.commands.prune", "Delete traces older than a given age."),
+    "redact": ("agent_replay.commands.redact", "Redact secrets already stored; reclaim the space."),
 }
 
 EPILOG = """\b

@@ -20,11 +20,13 @@ from agent_replay.commands._filters import build_filter, which_options
     help="The team store: postgresql://USER@HOST:PORT/DB[?schema=NAME] (default: --db-url, "
     "else $AGENT_REPLAY_DB_URL). A store directory works too.",
 )
+@click.option("--no-redact", is_flag=True, help="Copy rows as stored (default: redacted again).")
 @which_options
 @dir_option
 @json_option
 def command(
     to_url: str | None,
+    no_redact: bool,
     status: str | None,
     agent: str | None,
     tag: str | None,
@@ -39,7 +41,8 @@ def command(
     Idempotent by trace id: pushing again adds nothing, and a trace that changed since its
     last push (it grew, ended or was evaluated) is updated; evaluations made on the team
     store are kept. Hook payloads spooled while the team store was unreachable are
-    delivered first. Progress goes to stderr.
+    delivered first. Every copied row is redacted with today's rules on the way (unless
+    --no-redact). Progress goes to stderr.
 
     \b
     Examples:
@@ -50,6 +53,7 @@ def command(
     from agent_replay.commands._common import (
         emit_json,
         fmt_int,
+        redaction,
         resolve_db_url,
         resolve_store_dir,
         safe,
@@ -82,7 +86,13 @@ def command(
                 if show:
                     click.echo(f"\r  pushing {done:,}/{total:,} traces…", err=True, nl=False)
 
-            report = push(source, target, filters, progress=progress)
+            report = push(
+                source,
+                target,
+                filters,
+                progress=progress,
+                redact=redaction(no_redact, store_dir),
+            )
     if show:
         click.echo("", err=True)
     if as_json:

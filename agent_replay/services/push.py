@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import UsageError
+from agent_replay.services.redact_store import redact_rows
 from agent_replay.store.db import Store
 from agent_replay.store.queries import TraceFilter, where_sql
 from agent_replay.store.transfer import read_traces, stored_digests, trace_ids, write_traces
@@ -54,11 +55,14 @@ def push(
     clock: Clock | None = None,
     progress: Callable[[int, int], None] | None = None,
     batch: int = BATCH,
+    redact: bool = True,
 ) -> PushReport:
     """Copy the source's traces matching ``filters`` into ``target``.
 
     Args:
         progress: called with (traces looked at, traces to look at) after each batch.
+        redact: redact every copied row with today's rules (a trace recorded with
+            ``--no-redact`` or before a rule existed reaches the team store redacted).
 
     Raises:
         UsageError: source and target are the same store.
@@ -79,6 +83,9 @@ def push(
         report.unchanged += len(copies) - len(changed)
         if changed:
             known = set(pushed)
+            if redact:
+                for copy in changed:
+                    copy.rows = {table: redact_rows(rows) for table, rows in copy.rows.items()}
             write_traces(target, changed, now_ms)
             for copy in changed:
                 (report.updated if copy.trace_id in known else report.new).append(copy.trace_id)

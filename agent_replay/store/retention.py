@@ -154,7 +154,7 @@ def reclaim_space(store: Store, *, full: bool = False) -> Reclaimed:
         except DB_ERRORS:  # not the tables' owner: autovacuum will do it
             return Reclaimed("none")
         return Reclaimed("vacuum_analyze")
-    before = _file_bytes(store)
+    before = file_bytes(store)
 
     def pragma(name: str) -> int:
         return int(store.db.execute_sql(f"PRAGMA {name}").fetchone()[0])
@@ -182,10 +182,11 @@ def reclaim_space(store: Store, *, full: bool = False) -> Reclaimed:
             method = "vacuum"
     if method != "none":
         store.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    return Reclaimed(method, before, _file_bytes(store))
+    return Reclaimed(method, before, file_bytes(store))
 
 
-def _file_bytes(store: Store) -> int | None:
+def file_bytes(store: Store) -> int | None:
+    """The SQLite file and its WAL, in bytes (``None`` for PostgreSQL)."""
     if store.path is None:
         return None
     total = 0
