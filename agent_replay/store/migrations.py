@@ -428,6 +428,21 @@ def _m0009_step_cost(db: Database) -> None:
     db.execute_sql("UPDATE steps SET cost_usd = NULL WHERE cost_usd < 0")
 
 
+def _m0014_hook_follow(db: Database) -> None:
+    """Where the hook's drainer is in each session file it follows (Claude Code transcript,
+    Codex rollout): the read offsets and the importer's state between payloads, one row per
+    hook trace (see services/capture/transcript_follow)."""
+    db.execute_sql(
+        """CREATE TABLE hook_follow (
+            trace_id TEXT PRIMARY KEY REFERENCES traces(id) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            state TEXT NOT NULL,
+            updated_ms BIGINT NOT NULL,
+            error TEXT
+        )"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
@@ -438,6 +453,7 @@ MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0007_team_store", _m0007_team_store),
     ("0008_annotations", _m0008_annotations),
     ("0009_step_cost", _m0009_step_cost),
+    ("0014_hook_follow", _m0014_hook_follow),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"

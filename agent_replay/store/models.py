@@ -229,6 +229,20 @@ class HookReceiptRow(BaseModel):
         table_name = "hook_receipts"
 
 
+class HookFollowRow(BaseModel):
+    """Where the hook's drainer is in a hook trace's session file: offsets and importer state
+    (``services/capture/transcript_follow``)."""
+
+    trace_id = TextField(primary_key=True)
+    path = TextField()
+    state = TextField()
+    updated_ms = BigIntegerField()
+    error = TextField(null=True)
+
+    class Meta:
+        table_name = "hook_follow"
+
+
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     TraceRow,
     StepRow,
@@ -243,6 +257,7 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     PushDigestRow,
     HookReceiptRow,
     AnnotationRow,
+    HookFollowRow,
 )
 
 SEARCH_TABLES: frozenset[str] = frozenset({"steps_fts", "traces_fts", "search_queue"})

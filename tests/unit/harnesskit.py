@@ -57,9 +57,11 @@ def replay_hooks(
     items: list[dict[str, Any]],
     *,
     enforce: bool = False,
+    args: tuple[str, ...] = (),
 ) -> list[str]:
-    """Each payload through ``agent-replay hook`` (``--enforce`` on pre-tool events), then the
-    drainer; returns what the hook printed for each payload (the guard's answers)."""
+    """Each payload through ``agent-replay hook`` (``--enforce`` on pre-tool events, and
+    ``args``), then the drainer; returns what the hook printed for each payload (the guard's
+    answers)."""
     monkeypatch.setenv("AGENT_REPLAY_HOOK_NO_SPAWN", "1")
     answers = []
     for item in items:
@@ -68,7 +70,7 @@ def replay_hooks(
         out = io.StringIO()
         monkeypatch.setattr(sys, "stdout", out)
         guarded = enforce and item.get("hook_event_name") in PRE_TOOL
-        assert main(["hook", *(["--enforce"] if guarded else [])]) == 0
+        assert main(["hook", *args, *(["--enforce"] if guarded else [])]) == 0
         answers.append(out.getvalue())
     monkeypatch.setattr(sys, "stdout", sys.__stdout__)
     drain_with_lock(store_dir)

@@ -33,6 +33,7 @@ unreadable lines and results without their call are skipped and counted.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ from agent_replay.services.capture.importer import (
     text_of,
     timestamp,
 )
+from agent_replay.store.writes import execute
 from agent_replay.trace.base import time_before
 from agent_replay.trace.io import loads
 
@@ -150,6 +152,10 @@ class _Context:
     awaiting_reply: bool = False
     interrupted: bool = False
     fatal: str | None = None
+    tokens: int = 0
+    """The tokens of this conversation's replies (a subagent's own total)."""
+    llm_steps: list[int] = field(default_factory=list)
+    """This conversation's ``llm_call`` steps (a subagent's cost is theirs summed)."""
 
 
 @dataclass
@@ -163,7 +169,12 @@ class _Call:
 
 
 class _Session:
-    """The streaming state of one transcript: only open calls and the current reply."""
+    """The streaming state of one transcript: only open calls and the current reply.
+
+    ``run`` imports a whole file. ``transcript_follow`` drives the same state incrementally
+    (``feed`` the new lines, ``follow_agent`` a subagent's file, ``flush_reply`` at the end of
+    a turn), saving it between hook payloads; it overrides ``lines`` (read from an offset) and
+    ``agent_parent`` (nest under the hook's subagent step)."""
 
     def __init__(self, path: Path, writer: SessionWriter) -> None:
         self.path = path
@@ -179,6 +190,7 @@ class _Session:
         self.spawned_by: dict[str, str] = {}
         self.agent_info: dict[str, dict[str, Any]] = {}
         self.done_agents: set[str] = set()
+        self.agent_contexts: dict[str, _Context] = {}
         self._index_subagents()
 
     # --- the file(s) ---------------------------------------------------------------------
@@ -204,9 +216,47 @@ class _Session:
             self.agent_info[agent_id] = info
 
     def run(self) -> None:
-        for _, record in read_records(self.path):
-            self._record(record, self.main)
+        self.feed(self.lines(self.path))
         self._end()
+
+    def lines(self, path: Path) -> Iterable[dict[str, Any] | None]:
+        """The records of a file to read (the whole file; ``None`` for an unreadable line)."""
+        return (record for _, record in read_records(path))
+
+    def feed(self, records: Iterable[dict[str, Any] | None]) -> None:
+        """Read records of the main transcript."""
+        for record in records:
+            self._record(record, self.main)
+
+    def agent_parent(self, agent_id: str, spawner: int | None) -> int | None:
+        """The step a subagent's steps nest under: the call that spawned it."""
+        return spawner
+
+    def follow_agent(self, agent_id: str) -> None:
+        """Read what a running subagent's file has gained (its spawning call has not returned
+        yet, so ``_import_subagent`` will read the rest)."""
+        if agent_id in self.done_agents:
+            return
+        if agent_id not in self.subagents or agent_id not in self.agent_info:
+            self._index_subagents()  # its file (and meta.json) appeared since
+        if agent_id not in self.subagents:
+            return
+        context = self.agent_contexts.get(agent_id)
+        if context is None:
+            tool_id = next((t for t, a in self.spawned_by.items() if a == agent_id), None)
+            call = self.calls.get(tool_id) if tool_id is not None else None
+            if self.agent_parent(agent_id, call.step if call else None) is None:
+                return  # nothing to nest it under yet: read when its call returns
+            context = self._agent_context(agent_id, call.step if call else None)
+        for record in self.lines(self.subagents[agent_id]):
+            self._record(record, context)
+
+    def flush_reply(self, agent_id: str | None = None) -> None:
+        """A turn (of the main agent, or of subagent ``agent_id``) ended: its last reply is
+        complete."""
+        context = self.agent_contexts.get(agent_id) if agent_id else self.main
+        if context is not None:
+            self._flush(context)
 
     def _record(self, record: dict[str, Any] | None, context: _Context) -> None:
         writer = self.writer
@@ -317,13 +367,14 @@ class _Session:
         if call is None:
             self.writer.skip("tool_result without its tool_use")
             return
-        self._maybe_subagent(str(tool_id), record.get("toolUseResult"), call)
+        totals = self._maybe_subagent(str(tool_id), record.get("toolUseResult"), call)
         text = text_of(block.get("content"))
         failed = block.get("is_error") is True
-        error, metadata = None, None
+        error, metadata = None, dict(totals)
         if failed:  # a hook's block carries the hook's reason (``vocabulary``)
-            error, metadata = vocabulary.tool_error(vocabulary.CLAUDE, text)
+            error, refused = vocabulary.tool_error(vocabulary.CLAUDE, text)
             error = error or "the tool reported an error"
+            metadata.update(refused)
         self.writer.close_step(
             call.step,
             output=None if failed else text,
@@ -336,19 +387,41 @@ class _Session:
         context.awaiting_reply = True
         context.request_at = at
 
-    def _maybe_subagent(self, tool_id: str, result: Any, call: _Call) -> None:
+    def _maybe_subagent(self, tool_id: str, result: Any, call: _Call) -> dict[str, Any]:
+        """Import the subagent a returning Task/Agent call spawned; its totals."""
         agent_id = result.get("agentId") if isinstance(result, dict) else None
+        if isinstance(agent_id, str) and agent_id not in self.subagents:
+            self._index_subagents()  # followed live: the file may be newer than our index
         if agent_id not in self.subagents:
             agent_id = self.spawned_by.get(tool_id)
         if agent_id is not None and agent_id not in self.done_agents:
-            self._import_subagent(agent_id, call.step)
+            return self._import_subagent(agent_id, call.step)
+        return {}
 
-    def _import_subagent(self, agent_id: str, parent_step: int | None) -> None:
+    def _agent_context(self, agent_id: str, spawner: int | None) -> _Context:
+        context = self.agent_contexts.get(agent_id)
+        if context is None:
+            context = _Context(
+                parent_step=self.agent_parent(agent_id, spawner),
+                meta=dict(self.agent_info.get(agent_id, {})),
+            )
+            self.agent_contexts[agent_id] = context
+        return context
+
+    def _import_subagent(self, agent_id: str, parent_step: int | None) -> dict[str, Any]:
+        """Read (the rest of) a subagent's file, nested under ``parent_step``; returns its
+        totals (``subagent_tokens``, ``subagent_cost_usd``) for the spawning call."""
         self.done_agents.add(agent_id)
-        context = _Context(parent_step=parent_step, meta=dict(self.agent_info.get(agent_id, {})))
-        for _, record in read_records(self.subagents[agent_id]):
+        context = self._agent_context(agent_id, parent_step)
+        for record in self.lines(self.subagents[agent_id]):
             self._record(record, context)
         self._end_context(context)
+        self.agent_contexts.pop(agent_id, None)
+        totals: dict[str, Any] = {"subagent_tokens": context.tokens}
+        cost = _cost_of(self.writer, context.llm_steps)
+        if cost is not None:
+            totals["subagent_cost_usd"] = cost
+        return totals
 
     # --- assistant lines: replies, thinking, tool calls ----------------------------------
 
@@ -490,6 +563,8 @@ class _Session:
         tokens = None
         if "input_tokens" in usage or "output_tokens" in usage:
             tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+            context.tokens += tokens
+        context.llm_steps.append(reply.step)
         metadata: dict[str, Any] = {**usage}
         for key, value in (("stop_reason", reply.stop_reason), ("request_id", reply.request_id)):
             if value is not None:
@@ -572,3 +647,16 @@ class _Session:
             total_cost_usd=self.cost,
             metadata=self._metadata(),
         )
+
+
+def _cost_of(writer: SessionWriter, steps: list[int]) -> float | None:
+    """The summed cost of some of the trace's steps (``None`` when none has one)."""
+    if writer.trace_id is None or not steps:
+        return None
+    marks = ", ".join("?" * len(steps))
+    row = execute(
+        writer.store,
+        f"SELECT SUM(cost_usd) FROM steps WHERE trace_id = ? AND step_number IN ({marks})",
+        [writer.trace_id, *steps],
+    ).fetchone()
+    return round(float(row[0]), 10) if row and row[0] is not None else None

@@ -33,6 +33,7 @@ know, unreadable lines and outputs without their call are skipped and counted.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,13 @@ class _Rollout:
         self.last_total: Any = None
 
     def run(self) -> None:
-        for _, record in read_records(self.path):
+        self.feed(record for _, record in read_records(self.path))
+        self._end()
+
+    def feed(self, records: Iterable[dict[str, Any] | None]) -> None:
+        """Read records (``None``: an unreadable line). ``transcript_follow`` feeds the lines
+        a live rollout gained, with this state saved between hook payloads."""
+        for record in records:
             if record is None:
                 self.writer.skip("unreadable line")
                 continue
@@ -208,7 +215,6 @@ class _Rollout:
                 self._dispatch(record)
             except _RECORD_ERRORS:
                 self.writer.skip(f"malformed {record.get('type')} line")
-        self._end()
 
     def _dispatch(self, record: dict[str, Any]) -> None:
         writer = self.writer

@@ -132,6 +132,13 @@ def apply_hook_payload(
         at=event_time(payload, options, clock),
         no_input=bool(options.get("no_input")),
     )
+    from agent_replay.services.capture import transcript_follow
+
+    # The session file the payload names holds what the payloads lack (model, tokens, text):
+    # read what it gained, before the event when the harness wrote it first.
+    when = transcript_follow.phase(hook)
+    if when == "before":
+        transcript_follow.follow(hook)
     if key == "claude":
         from agent_replay.services.capture import hooks_claude
 
@@ -144,6 +151,8 @@ def apply_hook_payload(
         from agent_replay.services.capture import hooks_gemini
 
         hooks_gemini.apply(hook)
+    if when == "after":
+        transcript_follow.follow(hook)
 
 
 def detect_dialect(store: Store, payload: dict[str, Any]) -> str:
@@ -380,13 +389,19 @@ class Hook:
         metadata: dict[str, Any] | None = None,
         trace_id: str | None = None,
         unique: bool = True,
+        any_state: bool = False,
     ) -> int:
         """Open a step (its result comes later, found by ``call_id``). A unique call id (the
         harness's own) that is already open is not opened twice (a hook registered twice, a
-        retried payload); a key shared by several calls (a tool's name) is."""
+        retried payload); a key shared by several calls (a tool's name) is. ``any_state``: a
+        step with this call id is this call even when closed (the session file's follower
+        may have recorded the call and its result first)."""
         trace_id = trace_id or self.active_trace()
         if call_id is not None and unique:
             existing = self.rec.find_open_step(trace_id, call_id)
+            if existing is None and any_state:
+                found = self.latest_step(call_id)
+                existing = found[0] if found is not None else None
             if existing is not None:
                 return existing
         return self.rec.start_step(
@@ -420,11 +435,17 @@ class Hook:
         parent_step: int | None = None,
         metadata: dict[str, Any] | None = None,
         step_number: int | None = None,
+        any_state: bool = False,
     ) -> int:
         """Close the tool step opened with ``call_id`` with its result. A result whose call
-        was never recorded (its pre-tool hook not registered) becomes one complete step."""
+        was never recorded (its pre-tool hook not registered) becomes one complete step.
+        ``any_state``: a closed step with this call id takes the result too (the session
+        file's follower closed it first; the hook's result wins)."""
         trace_id = self.active_trace()
         number = step_number or self.rec.find_open_step(trace_id, call_id)
+        if number is None and any_state:
+            found = self.latest_step(call_id)
+            number = found[0] if found is not None else None
         if number is not None:
             return self.rec.end_step(
                 trace_id,

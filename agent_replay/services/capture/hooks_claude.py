@@ -133,6 +133,7 @@ def pre_tool(hook: Hook) -> None:
         parent_step=_parent(hook),
         metadata={**_agent_metadata(hook), **tool.metadata},
         unique=not key.startswith(NAME_KEY),
+        any_state=True,
     )
 
 
@@ -144,9 +145,14 @@ def post_tool(hook: Hook, error: str | None, *, interrupted: bool = False) -> No
     response = hook.payload.get("tool_response")
     tokens = model = None
     if name in SUBAGENT_TOOLS and isinstance(response, dict):  # the subagent's usage
-        tokens = as_int(response.get("totalTokens"))
         resolved = response.get("resolvedModel")
         model = resolved if isinstance(resolved, str) else None
+        # Followed from the transcript, the subagent's own calls carry its tokens (and the
+        # call its totals): ``totalTokens`` would count them twice.
+        from agent_replay.services.capture import transcript_follow  # imports this module
+
+        if not transcript_follow.following(hook):
+            tokens = as_int(response.get("totalTokens"))
     duration = hook.payload.get("duration_ms")
     meta = _agent_metadata(hook)
     if interrupted:
@@ -164,6 +170,7 @@ def post_tool(hook: Hook, error: str | None, *, interrupted: bool = False) -> No
         model=model,
         parent_step=_parent(hook),
         metadata=meta,
+        any_state=True,
     )
     background = isinstance(tool_input, dict) and tool_input.get("run_in_background") is True
     if name in SUBAGENT_TOOLS and not background:  # a background agent outlives its call
