@@ -44,13 +44,15 @@ def otlp_payload(name: str) -> Payload:
     return Payload(file.name, f"/v1/{signal}", file.read_bytes(), headers)
 
 
-def harness_payloads(harness: str) -> list[Payload]:
-    """Every OTLP POST a harness made (``claude-code`` or ``gemini-cli``), in order."""
-    folder = HARNESS / harness / "otel" / "otlp"
+def harness_payloads(harness: str, capture: str = "otel") -> list[Payload]:
+    """Every OTLP POST a harness made (``claude-code``, ``gemini-cli`` or ``codex``; the
+    ``otel`` capture, or another such as ``otel-enhanced``), in order."""
+    folder = HARNESS / harness / capture / "otlp"
     out = []
     for line in (folder / "index.jsonl").read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
-        headers = {"Content-Type": entry["headers"]["Content-Type"]}
+        sent = {k.lower(): v for k, v in entry["headers"].items()}
+        headers = {"Content-Type": sent["content-type"]}
         body = (folder / entry["file"]).read_bytes()
         out.append(Payload(f"{harness}/{entry['file']}", entry["path"], body, headers))
     return out

@@ -314,7 +314,9 @@ def test_every_fixture_together(store_dir: Path) -> None:
         assert len(by_session(store, "conv-oi-openai-0001")) == 8
         assert len(by_session(store, "2859795b-db92-4875-87cd-19512a3e477d")) == 1
         assert len(by_session(store, "f15e6bc8-12f0-4de7-845a-02db13b48bbc")) == 1
-    assert len(everything) == 5 + 8 + 4 + 4 + 1 + 1
+    # + Traceloop Anthropic (4 single-call traces), openai-v2 util-genai's workflow (its log
+    # records merge into it) and OpenInference openai-agents' workflow.
+    assert len(everything) == 5 + 8 + 4 + 4 + 1 + 1 + 4 + 1 + 1
     assert {t["agent_name"] for t in everything} == {
         "weather_agent",
         "openai-session-openinference",
@@ -322,5 +324,7 @@ def test_every_fixture_together(store_dir: Path) -> None:
         "openai-session-v2",
         "claude-code",
         "gemini-cli",
+        "anthropic-session-traceloop",
+        "weather_workflow",
     }
     assert all(t["status"] == "completed" for t in everything)

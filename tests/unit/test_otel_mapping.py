@@ -107,7 +107,7 @@ def test_invoke_workflow_is_a_root_too() -> None:
             span("3", "2", "chat m", {"gen_ai.operation.name": "chat"}, parent="1"),
         )
     )
-    assert trace["agent_name"] == "invoke_workflow etl"  # no agent name: the span's name
+    assert trace["agent_name"] == "etl"  # no agent name: the span's, without the operation
     assert shape(trace) == [("llm_call", "chat m", None)]
     assert "synthetic" not in trace["metadata"]["otel"]
 

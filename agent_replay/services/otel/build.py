@@ -39,6 +39,7 @@ from agent_replay.services.otel.semconv import first, parse_json
 from agent_replay.services.otel.spans import (
     INPUT_KEYS,
     OUTPUT_KEYS,
+    fold_phases,
     link_tool_calls,
     span_error,
     span_node,
@@ -108,6 +109,7 @@ def build_trace(group: Group) -> dict[str, Any] | None:
         if node.parent is not None:
             asm.children[node.parent].append(node.key)
     apply_logs(asm, group.logs)
+    fold_phases(asm)
     link_tool_calls(asm)
 
     ordered = order_nodes(asm.nodes)
@@ -121,9 +123,9 @@ def build_trace(group: Group) -> dict[str, Any] | None:
         step["step_number"] = number
         if node.parent is not None:
             step["parent_step"] = numbers.get(node.parent)
-        cause = numbers.get(node.caused_by) if node.caused_by else None
+        cause = numbers.get(asm.resolve(node.caused_by) or "")
         if cause is None and node.fallback_cause:
-            cause = numbers.get(node.fallback_cause)
+            cause = numbers.get(asm.resolve(node.fallback_cause) or "")
         if cause is not None and cause < number:
             step["caused_by_step"] = cause
         if node.response_id and step.get("tokens_used") is not None:
@@ -150,7 +152,7 @@ def _trace(
     service = resource.get("service.name")
     agent = session = None
     if root is not None:
-        agent = semconv.agent_name(root["attributes"]) or root.get("name")
+        agent = semconv.agent_name(root["attributes"]) or _root_name(root, service)
         session = semconv.session_id(root["attributes"], root.get("resource"))
     for span in group.spans:
         agent = agent or semconv.agent_name(span["attributes"])
@@ -197,6 +199,8 @@ def _trace(
         )
     if trace_output is None and asm.answers:
         trace_output = max(asm.answers, key=lambda a: a[0])[1]
+    if trace_output is None and root is not None:
+        trace_output = _own_answer(trace_input, llm_steps)
     if trace_output is None:
         for s in reversed(llm_steps):
             text = semconv.last_assistant_text(s.get("output"))
@@ -260,3 +264,33 @@ def _trace(
         "metadata": metadata,
         "steps": steps,
     }
+
+
+def _root_name(root: dict[str, Any], service: Any) -> str | None:
+    """An agent root's name when no attribute gives it: its span name without the GenAI
+    operation (``invoke_workflow weather_workflow`` -> ``weather_workflow``), or, for a
+    harness's internal span name (``claude_code.interaction``), the service it came from."""
+    name = root.get("name")
+    if not isinstance(name, str) or not name:
+        return str(service) if service else None
+    op, _, rest = name.partition(" ")
+    if rest and op == semconv.operation(root["attributes"]):
+        return rest
+    if " " not in name and "." in name and service:
+        return str(service)
+    return name
+
+
+def _own_answer(trace_input: Any, llm_steps: list[dict[str, Any]]) -> Any:
+    """The final answer of the run the trace's input started, for a root span without its own
+    output: the last model call answering in the same conversation (a later call in the same
+    OTel trace that started from another prompt is not this run's answer)."""
+    if not isinstance(trace_input, str):
+        return None
+    for step in reversed(llm_steps):
+        if semconv.first_user_text(step.get("input")) != trace_input:
+            continue
+        text = semconv.last_assistant_text(step.get("output"))
+        if text:
+            return text
+    return None

@@ -98,6 +98,13 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
             "prompt_id": attrs.get("prompt.id"),
             **{k: attrs[k] for k in ("ttft_ms", "query_source", "speed", "attempt") if k in attrs},
         }
+        span = asm.span_step(response_id=request) if request else None
+        if span is not None:  # traces on too: the llm_request span is this call
+            span.harness_matched = True
+            span.step["name"] = f"chat {model}" if model else "chat"
+            merge(span, model=model, error=error, metadata=metadata)
+            asm.aliases[f"claude:req:{request}"] = span.key
+            return
         asm.add(
             Node(
                 f"claude:req:{request}" if request else f"log:{item['key']}",
@@ -155,6 +162,8 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
         if as_bool(attrs.get("success")) is False:
             error = str(first(attrs, "error", "error_type") or "tool failed")
         decision_key = f"claude:dec:{use_id}"
+        tool_input = parse_json(first(attrs, "tool_input", "tool_parameters"))
+        tool_output = parse_json(first(attrs, "tool_result", "tool_output"))
         metadata = {
             k: attrs[k]
             for k in (
@@ -167,6 +176,19 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
             )
             if k in attrs
         }
+        span = asm.span_step(tool_call_id=use_id) if use_id else None
+        if span is not None:  # traces on too: the tool span is this call
+            span.harness_matched = True
+            merge(span, input=tool_input, output=tool_output, error=error, metadata=metadata)
+            span.caused_by = span.caused_by or decision_key
+            decision = asm.nodes.get(decision_key)
+            if decision is not None and decision.start_ns > span.start_ns:
+                decision.start_ns = span.start_ns  # decided before the call ran: list it first
+            span.fallback_cause = span.fallback_cause or (
+                f"claude:req:{request}" if request else None
+            )
+            asm.aliases[f"claude:tool:{use_id}"] = span.key
+            return
         asm.add(
             Node(
                 f"claude:tool:{use_id}" if use_id else f"log:{item['key']}",
@@ -177,8 +199,8 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
                     str(tool),
                     start,
                     t,
-                    input=parse_json(first(attrs, "tool_parameters", "tool_input")),
-                    output=parse_json(first(attrs, "tool_result", "tool_output")),
+                    input=tool_input,
+                    output=tool_output,
                     error=error,
                     metadata=metadata,
                 ),
@@ -191,7 +213,8 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
         text = first(attrs, "response")
         if isinstance(text, str):
             asm.answers.append((t, text))
-        node = asm.nodes.get(f"claude:req:{request}") if request else None
+        key = asm.resolve(f"claude:req:{request}") if request else None
+        node = asm.nodes.get(key) if key else None
         if node is not None:
             merge(node, output=text)
         else:

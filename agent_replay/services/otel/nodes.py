@@ -125,6 +125,10 @@ class Assembly:
         self.prompts: list[str] = []
         self.answers: list[tuple[int, str]] = []
         self.approval_mode: str | None = None
+        self.by_tool_call: dict[str, str] = {}
+        """A tool span's step by the call id it carries (``gen_ai.tool.call.id``)."""
+        self.aliases: dict[str, str] = {}
+        """The key a log record would have given its step -> the span step it merged into."""
 
     def add(self, node: Node) -> Node:
         if node.key in self.nodes:  # the same item twice (another instrumentation's echo)
@@ -132,6 +136,28 @@ class Assembly:
         self.nodes[node.key] = node
         if node.response_id:
             self.by_response.setdefault(node.response_id, node.key)
+        if node.from_span and node.step["step_type"] == "tool_call":
+            attrs = node.step["metadata"].get("attributes") or {}
+            call_id = attrs.get("gen_ai.tool.call.id") or attrs.get("tool_use_id")
+            if isinstance(call_id, str) and call_id:
+                self.by_tool_call.setdefault(call_id, node.key)
+        return node
+
+    def resolve(self, key: str | None) -> str | None:
+        """A node key, through the aliases of records merged into span steps."""
+        return self.aliases.get(key, key) if key is not None else None
+
+    def span_step(self, *, response_id: Any = None, tool_call_id: Any = None) -> Node | None:
+        """The span step a harness record describes, by the response (request) id or tool call
+        id both carry, if it is not matched yet."""
+        key = None
+        if response_id:
+            key = self.by_response.get(str(response_id))
+        elif tool_call_id:
+            key = self.by_tool_call.get(str(tool_call_id))
+        node = self.nodes.get(key) if key else None
+        if node is None or not node.from_span or node.harness_matched:
+            return None
         return node
 
     # --- matching a harness record to a span step ---

@@ -164,7 +164,7 @@ def step_type(span: dict[str, Any]) -> str:
 
 def agent_name(attrs: Attrs) -> str | None:
     """The agent a span declares (GenAI, OpenInference, or an OpenLLMetry agent/workflow)."""
-    name = first(attrs, "gen_ai.agent.name", "agent.name")
+    name = first(attrs, "gen_ai.agent.name", "agent.name", "gen_ai.workflow.name")
     if name is None and str(attrs.get("traceloop.span.kind", "")).lower() in ("agent", "workflow"):
         name = first(attrs, "traceloop.entity.name", "traceloop.workflow.name")
     return str(name) if name is not None else None
@@ -282,7 +282,7 @@ def _text_of(content: Any) -> str | None:
         texts = [
             part.get("content") or part.get("text")
             for part in content
-            if isinstance(part, dict) and part.get("type", "text") == "text"
+            if isinstance(part, dict) and part.get("type", "text") in ("text", "output_text")
         ]
         joined = "".join(t for t in texts if isinstance(t, str))
         return joined or None
@@ -314,6 +314,9 @@ def last_assistant_text(value: Any) -> str | None:
     ``choices``, or a deprecated ``gen_ai.choice`` message)."""
     if isinstance(value, dict) and isinstance(value.get("choices"), list):
         value = [c.get("message") for c in value["choices"] if isinstance(c, dict)]
+    elif isinstance(value, dict) and isinstance(value.get("output"), list):
+        # An OpenAI Responses object: its ``message`` output items.
+        value = [i for i in value["output"] if isinstance(i, dict) and i.get("type") == "message"]
     found = None
     for message in value if isinstance(value, list) else [value]:
         if isinstance(message, dict) and message.get("role", "assistant") == "assistant":

@@ -27,7 +27,9 @@ _DROPPED_KEYS = re.compile(
 )
 INPUT_KEYS = ("gen_ai.input.messages", "input.value", "traceloop.entity.input")
 OUTPUT_KEYS = ("gen_ai.output.messages", "output.value", "traceloop.entity.output")
-_TOOLINPUT_KEYS: tuple[str, ...] = ("gen_ai.tool.call.arguments", "tool.parameters", *INPUT_KEYS)
+# The call's own arguments before any schema: OpenInference puts the tool's parameter JSON
+# schema in ``tool.parameters`` and the arguments of this call in ``input.value``.
+_TOOLINPUT_KEYS: tuple[str, ...] = ("gen_ai.tool.call.arguments", *INPUT_KEYS, "tool.parameters")
 _TOOLOUTPUT_KEYS: tuple[str, ...] = ("gen_ai.tool.call.result", *OUTPUT_KEYS)
 
 
@@ -230,3 +232,32 @@ def link_tool_calls(asm: Assembly) -> None:
         source = requested.get(str(call_id)) if call_id is not None else None
         if source is not None and source.start_ns <= node.start_ns:
             node.caused_by = source.key
+
+
+def fold_phases(asm: Assembly) -> None:
+    """A span naming a phase of its parent (``claude_code.tool.execution`` under
+    ``claude_code.tool``: waiting for permission, running) is not a step of its own: it goes
+    in the parent step's ``metadata.otel.phases`` (name, duration, error), and a failed phase
+    fails a step that has no error yet. Its children move up to the parent."""
+    for key in list(asm.nodes):
+        node = asm.nodes[key]
+        parent = asm.nodes.get(node.parent) if node.parent else None
+        if parent is None or not node.from_span or not parent.from_span:
+            continue
+        name = node.step["metadata"]["otel"].get("span_name") or ""
+        parent_name = parent.step["metadata"]["otel"].get("span_name") or ""
+        if not parent_name or not str(name).startswith(f"{parent_name}."):
+            continue
+        phase = {
+            "name": name,
+            "duration_ms": node.step.get("duration_ms"),
+            **({"error": node.step["error"]} if node.step.get("error") else {}),
+        }
+        parent.step["metadata"]["otel"].setdefault("phases", []).append(phase)
+        if node.step.get("error") and not parent.step.get("error"):
+            parent.step["error"] = node.step["error"]
+        for child in asm.nodes.values():
+            if child.parent == key:
+                child.parent = parent.key
+        asm.aliases[key] = parent.key
+        del asm.nodes[key]
