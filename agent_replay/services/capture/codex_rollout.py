@@ -615,6 +615,30 @@ class _Rollout:
         )
 
 
+def tool_outcome(
+    raw: Any, *, success: bool | None = None, exit_code: int | None = None
+) -> tuple[Any, str | None, dict[str, Any]]:
+    """A Codex tool output as ``(output, error, metadata)``, failed as the rollout import fails
+    it: a non-zero exit code (given, or in the output's header), ``success`` false, or a hook's
+    block (its reason is the error; the call never ran, so there is no output). Shared with the
+    OTLP mapping of Codex's ``codex.tool_result`` events."""
+    output, found, ok = _parse_output(raw)
+    exit_code = exit_code if exit_code is not None else found
+    if ok is None:
+        ok = success
+    metadata: dict[str, Any] = {"exit_code": exit_code} if exit_code is not None else {}
+    blocked = vocabulary.refusal(vocabulary.CODEX, output if isinstance(output, str) else None)
+    if blocked is not None:
+        error, refused = blocked
+        metadata.update(refused)
+        return None, error, metadata
+    if (exit_code is not None and exit_code != 0) or ok is False:
+        error = f"exit code {exit_code}" if exit_code is not None else "the tool failed"
+        detail = first_line(output if isinstance(output, str) else None)
+        return output, f"{error}: {detail}" if detail else error, metadata
+    return output, None, metadata
+
+
 def _exit_code(value: Any) -> int | None:
     """An exit code (negative for a signal), or ``None``."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None

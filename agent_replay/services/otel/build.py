@@ -70,6 +70,13 @@ def otel_trace_group(trace_id: str, spans: list[dict[str, Any]]) -> str:
     joins that session's group, ``s:<service>:<session>``, which its log events join too.
     """
     fallback = f"t:{trace_id}"
+    if spans and semconv.is_codex(spans[0].get("resource")):
+        # Codex CLI: its tracing spans belong to the conversation its log events describe.
+        conversation = next(filter(None, map(semconv.codex_conversation, spans)), None)
+        if conversation is not None:
+            service = (spans[0].get("resource") or {}).get("service.name")
+            return semconv.session_group(service, conversation)
+        return fallback
     if not spans or any(semconv.is_agent_span(s) for s in spans):
         return fallback
     ids = {s["span_id"] for s in spans}
@@ -87,6 +94,11 @@ def build_trace(group: Group) -> dict[str, Any] | None:
     ``None`` when there is nothing to show."""
     if not group.spans and not group.logs:
         return None
+    codex = [s for s in group.spans if semconv.is_codex(s.get("resource"))]
+    if codex:
+        if not group.logs:
+            return None  # Codex's housekeeping (auth, plugins, ...): no conversation to show
+        group = Group(group.key, [s for s in group.spans if s not in codex], group.logs)
     trace_id = trace_id_for(group.key)
     root = top_agent_span(group.spans) if group.key.startswith("t:") else None
     asm = Assembly()
@@ -135,7 +147,30 @@ def build_trace(group: Group) -> dict[str, Any] | None:
             else:
                 counted[node.response_id] = number
         steps.append(step)
-    return _trace(group, trace_id, root, ordered, steps, asm, missing_parent)
+    trace = _trace(group, trace_id, root, ordered, steps, asm, missing_parent)
+    if codex:
+        _fold_codex_spans(trace, codex)
+    return trace
+
+
+def _fold_codex_spans(trace: dict[str, Any], spans: list[dict[str, Any]]) -> None:
+    """Codex CLI's internal spans (``session_task.turn``, ``handle_responses``, ``fs.read_file``,
+    ...) describe the program, not the agent's steps: they are counted by name in
+    ``metadata.otel.internal_spans``, the trace spans their time, and it is Codex's trace."""
+    counts: dict[str, int] = {}
+    for span in spans:
+        counts[str(span.get("name"))] = counts.get(str(span.get("name")), 0) + 1
+    top = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:_MAX_LISTED_TRACE_IDS])
+    otel = trace["metadata"]["otel"]
+    otel["internal_spans"] = {"count": len(spans), "by_name": top}
+    otel["spans"] = len(spans)
+    otel["trace_ids"] = sorted({s["trace_id"] for s in spans} | set(otel.get("trace_ids", [])))[
+        :_MAX_LISTED_TRACE_IDS
+    ]
+    trace["agent_name"] = semconv.CODEX_AGENT
+    version = (spans[0].get("resource") or {}).get("service.version")
+    if version and not trace.get("agent_version"):
+        trace["agent_version"] = str(version)
 
 
 def _trace(

@@ -12,7 +12,7 @@ import datetime as dt
 from typing import Any
 
 from agent_replay.services.otel import semconv
-from agent_replay.services.otel.nodes import Assembly, Node, make_step, merge
+from agent_replay.services.otel.nodes import Assembly, Node, iso, make_step, merge
 from agent_replay.services.otel.semconv import as_bool, as_float, as_int, first, parse_json
 from agent_replay.trace.base import parse_time
 
@@ -54,23 +54,7 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
     attrs = item["attributes"]
     request = first(attrs, "request_id")
     if event == "user_prompt":
-        prompt = first(attrs, "prompt", "prompt_text")
-        asm.prompts.append(prompt) if isinstance(prompt, str) else None
-        asm.add(
-            Node(
-                f"log:{item['key']}",
-                t,
-                t,
-                make_step(
-                    "thought",
-                    "user prompt",
-                    t,
-                    t,
-                    input=prompt,
-                    metadata={"role": "user", "prompt_id": attrs.get("prompt.id")},
-                ),
-            )
-        )
+        _prompt(asm, item, t, first(attrs, "prompt", "prompt_text"), attrs.get("prompt.id"))
     elif event in ("api_request", "api_error"):
         duration = _ms(attrs.get("duration_ms"))
         start = t - duration if t > duration else t
@@ -130,27 +114,15 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
         source = str(first(attrs, "source") or "")
         decided_by = "policy" if source in ("config", "hook", "mode", "classifier") else "user"
         asm.add(
-            Node(
+            _permission(
                 f"claude:dec:{use_id}" if use_id else f"log:{item['key']}",
                 t,
-                t,
-                make_step(
-                    "decision",
-                    f"permission: {tool}",
-                    t,
-                    t,
-                    decision={
-                        "options": [
-                            {"option": o} for o in dict.fromkeys(("accept", "reject", chosen))
-                        ],
-                        "chosen": chosen,
-                        "rationale": f"source: {source}" if source else None,
-                        "decided_by": decided_by,
-                    },
-                    metadata={"tool_use_id": use_id, "source": source or None},
-                ),
-                caused_by=f"claude:req:{request}" if request else None,
-                order=-1,
+                str(tool),
+                ("accept", "reject", chosen),
+                source,
+                decided_by,
+                {"tool_use_id": use_id},
+                f"claude:req:{request}" if request else None,
             )
         )
     elif event == "tool_result":
@@ -228,6 +200,185 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
             )
 
 
+def _prompt(asm: Assembly, item: dict[str, Any], t: int, prompt: Any, prompt_id: Any) -> None:
+    """A harness's user prompt: a ``user prompt`` step (the first is the trace's input)."""
+    asm.prompts.append(prompt) if isinstance(prompt, str) else None
+    metadata = {"role": "user", "prompt_id": prompt_id} if prompt_id else {"role": "user"}
+    asm.add(
+        Node(
+            f"log:{item['key']}",
+            t,
+            t,
+            make_step("thought", "user prompt", t, t, input=prompt, metadata=metadata),
+        )
+    )
+
+
+def _permission(
+    key: str,
+    t: int,
+    tool: str,
+    options: tuple[str, ...],
+    source: str,
+    decided_by: str,
+    metadata: dict[str, Any],
+    caused_by: str | None,
+) -> Node:
+    """A harness's permission decision on a tool call (the last option is the one chosen)."""
+    return Node(
+        key,
+        t,
+        t,
+        make_step(
+            "decision",
+            f"permission: {tool}",
+            t,
+            t,
+            decision={
+                "options": [{"option": o} for o in dict.fromkeys(options)],
+                "chosen": options[-1],
+                "rationale": f"source: {source}" if source else None,
+                "decided_by": decided_by,
+            },
+            metadata={**metadata, "source": source or None},
+        ),
+        caused_by=caused_by,
+        order=-1,
+    )
+
+
+def _apply_codex(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None:
+    """Codex CLI's own log events: a model call is its ``api_request`` completed by the
+    ``response.completed`` record with its tokens; tools are ``tool_decision`` + ``tool_result``
+    (named and shaped as on every other Codex path: ``vocabulary``)."""
+    attrs = item["attributes"]
+    if event == "user_prompt":
+        _prompt(asm, item, t, first(attrs, "prompt"), None)
+    elif event == "api_request":
+        duration = _ms(attrs.get("duration_ms"))
+        node = asm.add(
+            Node(
+                f"log:{item['key']}",
+                t - duration if t > duration else t,
+                t,
+                make_step(
+                    "llm_call",
+                    "llm_call",
+                    t - duration if t > duration else t,
+                    t,
+                    metadata={
+                        k: v
+                        for k, v in {
+                            "provider": "openai",
+                            "endpoint": attrs.get("endpoint"),
+                            "status_code": attrs.get("http.response.status_code"),
+                            "attempt": attrs.get("attempt"),
+                        }.items()
+                        if v is not None
+                    },
+                ),
+                order=-2,
+            )
+        )
+        asm.current_call = node.key
+        status = as_int(attrs.get("http.response.status_code"))
+        if status is not None and status >= 400:
+            node.step["error"] = str(first(attrs, "error.message") or f"HTTP {status}")
+    elif event == "sse_event":
+        counts = {
+            ours: as_int(attrs.get(theirs))
+            for ours, theirs in (
+                ("input_tokens", "input_token_count"),
+                ("output_tokens", "output_token_count"),
+                ("cached_input_tokens", "cached_token_count"),
+                ("reasoning_output_tokens", "reasoning_token_count"),
+            )
+        }
+        usage = {k: v for k, v in counts.items() if v is not None}
+        if "input_tokens" not in usage and "output_tokens" not in usage:
+            return  # the record of the stream's end without the usage
+        node = asm.nodes.get(asm.current_call) if asm.current_call else None
+        if node is None or node.step.get("tokens_used") is not None:
+            node = asm.add(Node(f"log:{item['key']}", t, t, make_step("llm_call", None, t, t)))
+        model = first(attrs, "model", "slug")
+        fresh = usage.get("input_tokens", 0) - usage.get("cached_input_tokens", 0)
+        node.step["tokens_used"] = max(fresh, 0) + usage.get("output_tokens", 0)  # as Codex
+        node.step["metadata"]["usage"] = usage
+        if model:
+            node.step["model"] = str(model)
+            node.step["name"] = str(model)
+        node.end_ns = max(node.end_ns, t)
+        node.step["ended_at"] = iso(node.end_ns)
+        node.step["duration_ms"] = (node.end_ns - node.start_ns) / 1e6
+    elif event == "tool_decision":
+        from agent_replay.services.capture import vocabulary
+
+        call_id = first(attrs, "call_id")
+        tool = vocabulary.canonical_tool(vocabulary.CODEX, str(first(attrs, "tool_name")), None)
+        chosen = str(first(attrs, "decision") or "approved")
+        source = str(first(attrs, "source") or "")
+        asm.add(
+            _permission(
+                f"codex:dec:{call_id}" if call_id else f"log:{item['key']}",
+                t,
+                tool.name or "tool",
+                ("approved", "denied", chosen),
+                source,
+                "user" if source.lower() == "user" else "policy",
+                {"call_id": call_id},
+                asm.current_call,
+            )
+        )
+    elif event == "tool_result":
+        _codex_tool(asm, item, t)
+
+
+def _codex_tool(asm: Assembly, item: dict[str, Any], t: int) -> None:
+    from agent_replay.services.capture import vocabulary
+    from agent_replay.services.capture.codex_rollout import tool_outcome
+
+    attrs = item["attributes"]
+    call_id = first(attrs, "call_id")
+    duration = _ms(attrs.get("duration_ms"))
+    start = t - duration if t > duration else t
+    tool = vocabulary.canonical_tool(
+        vocabulary.CODEX,
+        str(first(attrs, "tool_name") or "tool"),
+        parse_json(attrs.get("arguments")),
+    )
+    output, error, outcome = tool_outcome(
+        attrs.get("output"), success=as_bool(attrs.get("success"))
+    )
+    decision = asm.nodes.get(f"codex:dec:{call_id}") if call_id else None
+    if decision is not None and decision.start_ns > start:
+        decision.start_ns = start  # decided before the call ran: list it first
+    metadata = {
+        **tool.metadata,
+        **outcome,
+        **{k: attrs[k] for k in ("call_id", "tool_namespace", "mcp_server") if attrs.get(k)},
+    }
+    asm.add(
+        Node(
+            f"codex:tool:{call_id}" if call_id else f"log:{item['key']}",
+            start,
+            t,
+            make_step(
+                "tool_call",
+                tool.name,
+                start,
+                t,
+                input=tool.input,
+                output=output,
+                error=error,
+                metadata=metadata,
+            ),
+            caused_by=f"codex:dec:{call_id}" if call_id else None,
+            fallback_cause=asm.current_call,
+            order=1,
+        )
+    )
+
+
 def _gemini_decided_by(decision: str, approval_mode: str | None) -> str:
     if decision == "auto_accept" or (approval_mode or "").lower() in ("yolo", "auto_edit"):
         return "policy"
@@ -237,23 +388,7 @@ def _gemini_decided_by(decision: str, approval_mode: str | None) -> str:
 def _apply_gemini(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None:
     attrs = item["attributes"]
     if event == "user_prompt":
-        prompt = first(attrs, "prompt")
-        asm.prompts.append(prompt) if isinstance(prompt, str) else None
-        asm.add(
-            Node(
-                f"log:{item['key']}",
-                t,
-                t,
-                make_step(
-                    "thought",
-                    "user prompt",
-                    t,
-                    t,
-                    input=prompt,
-                    metadata={"role": "user", "prompt_id": attrs.get("prompt_id")},
-                ),
-            )
-        )
+        _prompt(asm, item, t, first(attrs, "prompt"), attrs.get("prompt_id"))
     elif event in ("api_response", "api_error"):
         model = first(attrs, "model")
         duration = _ms(attrs.get("duration_ms"))
@@ -483,5 +618,7 @@ def apply_logs(asm: Assembly, logs: list[dict[str, Any]]) -> None:
             _apply_claude(asm, item, bare, t)
         elif prefix == "gemini_cli":
             _apply_gemini(asm, item, bare, t)
+        elif prefix == "codex":
+            _apply_codex(asm, item, bare, t)
         else:
             _apply_genai(asm, item, event, t)

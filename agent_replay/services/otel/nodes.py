@@ -129,6 +129,9 @@ class Assembly:
         """A tool span's step by the call id it carries (``gen_ai.tool.call.id``)."""
         self.aliases: dict[str, str] = {}
         """The key a log record would have given its step -> the span step it merged into."""
+        self.current_call: str | None = None
+        """The model call a harness's later records complete (Codex CLI: its api_request,
+        then the response's tokens, then the tool calls it asked for)."""
 
     def add(self, node: Node) -> Node:
         if node.key in self.nodes:  # the same item twice (another instrumentation's echo)

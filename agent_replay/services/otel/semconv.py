@@ -177,6 +177,7 @@ def session_id(attrs: Attrs, resource: Attrs | None = None) -> str | None:
         "gen_ai.conversation.id",
         "session.id",
         "traceloop.association.properties.session_id",
+        "conversation.id",  # Codex CLI
     )
     if value is None and resource:
         value = resource.get("session.id")
@@ -339,6 +340,11 @@ CLAUDE_EVENTS = frozenset(
     }
 )
 GEMINI_EVENTS = frozenset({"user_prompt", "api_response", "api_error", "tool_call", "config"})
+CODEX_EVENTS = frozenset(
+    {"user_prompt", "api_request", "sse_event", "tool_decision", "tool_result"}
+)
+"""Codex CLI's log events the builder maps (``codex.*``; of ``codex.sse_event`` only the
+``response.completed`` records, which carry the call's tokens)."""
 GENAI_EVENTS = frozenset(
     {
         "gen_ai.client.inference.operation.details",
@@ -362,6 +368,11 @@ def log_event(
     if not isinstance(name, str):
         return None
     candidates = [name]
+    attribute = attrs.get("event.name")
+    if isinstance(attribute, str) and attribute != name:
+        # Codex CLI's record name is Rust's event site ("event otel/src/...rs:737"); the
+        # attribute names the event.
+        candidates.append(attribute)
     if isinstance(body, str) and len(body) < 100:
         candidates.append(body)
     for candidate in candidates:
@@ -371,6 +382,10 @@ def log_event(
         if prefix == "claude_code" and bare in CLAUDE_EVENTS:
             return candidate
         if prefix == "gemini_cli" and bare in GEMINI_EVENTS:
+            return candidate
+        if prefix == "codex" and bare in CODEX_EVENTS:
+            if bare == "sse_event" and attrs.get("event.kind") != "response.completed":
+                return None  # stream progress: nothing the trace shows
             return candidate
     claude_scope = str(scope.get("name", "")).startswith("com.anthropic.claude_code")
     if name in CLAUDE_EVENTS and (claude_scope or resource.get("service.name") == "claude-code"):
@@ -400,4 +415,28 @@ def response_id_in(text: Any) -> str | None:
         match = _RESPONSE_ID.search(text)
         if match:
             return match.group(1)
+    return None
+
+
+# --- Codex CLI ------------------------------------------------------------------------------
+
+CODEX_AGENT = "codex"
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def is_codex(resource: Attrs | None) -> bool:
+    """Whether an item comes from Codex CLI's own telemetry (``codex_exec``, ``codex_tui``,
+    ... services): its spans are the program's internal tracing, not GenAI spans."""
+    service = (resource or {}).get("service.name")
+    return isinstance(service, str) and service.startswith("codex")
+
+
+def codex_conversation(span: dict[str, Any]) -> str | None:
+    """The conversation a Codex span belongs to: its ``conversation.id``, or the thread id
+    (the conversation's UUID) some spans carry instead."""
+    attrs = span["attributes"]
+    for key in ("conversation.id", "thread_id", "thread.id"):
+        value = attrs.get(key)
+        if isinstance(value, str) and _UUID.match(value):
+            return value
     return None
