@@ -431,7 +431,16 @@ def _m0009_step_cost(db: Database) -> None:
 def _m0014_hook_follow(db: Database) -> None:
     """Where the hook's drainer is in each session file it follows (Claude Code transcript,
     Codex rollout): the read offsets and the importer's state between payloads, one row per
-    hook trace (see services/capture/transcript_follow)."""
+    hook trace (see services/capture/transcript_follow). And which OTLP trace counts the
+    tokens of each LLM response id (``otel_responses``), so a response two instrumentations
+    report in two traces is counted once in the store (see services/otel/responses)."""
+    db.execute_sql(
+        """CREATE TABLE otel_responses (
+            response_id TEXT PRIMARY KEY,
+            trace_id TEXT NOT NULL,
+            step_number INTEGER NOT NULL
+        )"""
+    )
     db.execute_sql(
         """CREATE TABLE hook_follow (
             trace_id TEXT PRIMARY KEY REFERENCES traces(id) ON DELETE CASCADE,

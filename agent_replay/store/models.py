@@ -243,6 +243,17 @@ class HookFollowRow(BaseModel):
         table_name = "hook_follow"
 
 
+class OtelResponseRow(BaseModel):
+    """The OTLP trace (and step) that counts the tokens of an LLM response id."""
+
+    response_id = TextField(primary_key=True)
+    trace_id = TextField()
+    step_number = IntegerField()
+
+    class Meta:
+        table_name = "otel_responses"
+
+
 ALL_MODELS: tuple[type[BaseModel], ...] = (
     TraceRow,
     StepRow,
@@ -258,6 +269,7 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     HookReceiptRow,
     AnnotationRow,
     HookFollowRow,
+    OtelResponseRow,
 )
 
 SEARCH_TABLES: frozenset[str] = frozenset({"steps_fts", "traces_fts", "search_queue"})

@@ -35,6 +35,7 @@ from agent_replay.services.otel.nodes import (
     order_nodes,
     trace_id_for,
 )
+from agent_replay.services.otel.responses import duplicate
 from agent_replay.services.otel.semconv import first, parse_json
 from agent_replay.services.otel.spans import (
     INPUT_KEYS,
@@ -143,7 +144,7 @@ def build_trace(group: Group) -> dict[str, Any] | None:
         if node.response_id and step.get("tokens_used") is not None:
             if node.response_id in counted:  # the same call seen twice: count it once
                 step["metadata"]["tokens_counted_in_step"] = counted[node.response_id]
-                step["tokens_used"] = None
+                duplicate(step, {"trace_id": trace_id, "step_number": counted[node.response_id]})
             else:
                 counted[node.response_id] = number
         steps.append(step)

@@ -39,6 +39,7 @@ import orjson
 from agent_replay.errors import AgentReplayError
 from agent_replay.services.ingest import prepare
 from agent_replay.services.otel.build import Group, build_trace, otel_trace_group, trace_id_for
+from agent_replay.services.otel.responses import count_once
 from agent_replay.services.otel.writer import (
     COUNTERS,
     FRAME_HEADER,
@@ -323,6 +324,7 @@ class BatchWriter:
             logs.setdefault(key, []).append(loads(data))
         built: list[TraceRows] = []
         gone: list[str] = []
+        building = {trace_id_for(key) for key in groups}
         for key in groups:
             trace_id = trace_id_for(key)
             try:
@@ -330,6 +332,7 @@ class BatchWriter:
                 if data is None:
                     gone.append(trace_id)
                     continue
+                count_once(store, data, building)  # a response's tokens once in the store
                 validated = validate_trace(data, lenient=True)
                 self.stats.warnings += len(validated.warnings)
                 rows = prepare(

@@ -1,0 +1,90 @@
+"""Each LLM response's tokens counted once in the whole store, not once per trace.
+
+Some instrumentations report one API call twice, in two OTel traces (OpenLLMetry's Anthropic
+instrumentation: an ``anthropic.messages.create`` span and an ``anthropic.chat`` span, each a
+trace of its own, with the same ``gen_ai.response.id``). The builder already counts a response
+once within a trace (``build``); across traces, ``otel_responses`` records which trace (and
+step) counts each response id. A step whose response another trace counts keeps its tokens
+in ``metadata.duplicate_usage`` and says where they are counted
+(``metadata.tokens_counted_in``), with ``tokens_used`` and its cost left empty.
+
+Called by the OTLP writer for each trace it (re)builds, inside the batch's transaction. The
+first trace to claim a response keeps it across rebuilds; a claim whose trace is gone (deleted,
+pruned) is taken over by the next trace that has the response. Ids are compared within one
+reporting process when the resource names it (``service.instance.id``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_replay.store.db import Store
+from agent_replay.store.writes import execute
+
+
+def duplicate(step: dict[str, Any], where: dict[str, Any]) -> None:
+    """Mark a step whose response is counted in another step (this trace's or another's)."""
+    metadata = step.setdefault("metadata", {})
+    metadata["tokens_counted_in"] = where
+    if "usage" in metadata:
+        metadata["duplicate_usage"] = metadata.pop("usage")  # unpriced: it is counted there
+    for key in ("cost_usd", "cost_source", "cost_missing"):
+        metadata.pop(key, None)
+    step["tokens_used"] = None
+
+
+def count_once(store: Store, trace: dict[str, Any], building: set[str]) -> None:
+    """Leave out of ``trace`` the tokens of responses another trace counts; claim the rest.
+
+    Args:
+        store: the store (inside the writer's transaction).
+        trace: a built trace (the format's object, with its id); mutated.
+        building: the ids of the traces this batch rebuilds (their claims count although
+            their rows are not written yet).
+    """
+    steps = [
+        s
+        for s in trace["steps"]
+        if s.get("tokens_used") is not None and (s.get("metadata") or {}).get("response_id")
+    ]
+    if not steps:
+        return
+    scope = _scope(trace)
+    ids = sorted({scope + str(s["metadata"]["response_id"]) for s in steps})
+    owners: dict[str, tuple[str, int]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = execute(
+            store,
+            "SELECT r.response_id, r.trace_id, r.step_number, t.id FROM otel_responses r "
+            "LEFT JOIN traces t ON t.id = r.trace_id "
+            f"WHERE r.response_id IN ({', '.join('?' * len(chunk))})",
+            chunk,
+        ).fetchall()
+        for response_id, owner, number, exists in rows:
+            if owner != trace["id"] and (exists is not None or owner in building):
+                owners[response_id] = (owner, int(number))
+    claims = []
+    for step in steps:
+        response_id = scope + str(step["metadata"]["response_id"])
+        if response_id in owners:
+            owner, number = owners[response_id]
+            duplicate(step, {"trace_id": owner, "step_number": number})
+        else:
+            claims.append((response_id, trace["id"], int(step["step_number"])))
+    for response_id, owner, number in claims:
+        execute(store, "DELETE FROM otel_responses WHERE response_id = ?", [response_id])
+        execute(
+            store,
+            "INSERT INTO otel_responses (response_id, trace_id, step_number) VALUES (?, ?, ?)",
+            [response_id, owner, number],
+        )
+
+
+def _scope(trace: dict[str, Any]) -> str:
+    """Response ids are compared within the process that reported them when the resource
+    names it (``service.instance.id``): one program reporting a call twice. Two programs that
+    happen to share ids (two runs against one mock server) are not one call."""
+    resource = (trace.get("metadata") or {}).get("resource") or {}
+    instance = resource.get("service.instance.id")
+    return f"{instance}/" if isinstance(instance, str) and instance else ""
