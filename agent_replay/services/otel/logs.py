@@ -297,19 +297,19 @@ def _apply_codex(asm: Assembly, item: dict[str, Any], event: str, t: int) -> Non
         usage = {k: v for k, v in counts.items() if v is not None}
         if "input_tokens" not in usage and "output_tokens" not in usage:
             return  # the record of the stream's end without the usage
-        node = asm.nodes.get(asm.current_call) if asm.current_call else None
-        if node is None or node.step.get("tokens_used") is not None:
-            node = asm.add(Node(f"log:{item['key']}", t, t, make_step("llm_call", None, t, t)))
+        call = asm.nodes.get(asm.current_call) if asm.current_call else None
+        if call is None or call.step.get("tokens_used") is not None:
+            call = asm.add(Node(f"log:{item['key']}", t, t, make_step("llm_call", None, t, t)))
         model = first(attrs, "model", "slug")
         fresh = usage.get("input_tokens", 0) - usage.get("cached_input_tokens", 0)
-        node.step["tokens_used"] = max(fresh, 0) + usage.get("output_tokens", 0)  # as Codex
-        node.step["metadata"]["usage"] = usage
+        call.step["tokens_used"] = max(fresh, 0) + usage.get("output_tokens", 0)  # as Codex
+        call.step["metadata"]["usage"] = usage
         if model:
-            node.step["model"] = str(model)
-            node.step["name"] = str(model)
-        node.end_ns = max(node.end_ns, t)
-        node.step["ended_at"] = iso(node.end_ns)
-        node.step["duration_ms"] = (node.end_ns - node.start_ns) / 1e6
+            call.step["model"] = str(model)
+            call.step["name"] = str(model)
+        call.end_ns = max(call.end_ns, t)
+        call.step["ended_at"] = iso(call.end_ns)
+        call.step["duration_ms"] = (call.end_ns - call.start_ns) / 1e6
     elif event == "tool_decision":
         from agent_replay.services.capture import vocabulary
 
