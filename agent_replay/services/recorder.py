@@ -108,7 +108,14 @@ class TraceRecorder:
     def _validate_step(self, data: dict[str, Any]) -> Step:
         """One step through the format's rules (links are checked against the store)."""
         links = {k: data.pop(k) for k in ("parent_step", "caused_by_step") if k in data}
+        before = len(self.warnings)
         wrapper = self._validate_trace({"agent_name": "recorder", "steps": [data]})
+        if not wrapper.steps:  # lenient mode dropped it: nothing in it could be kept as a step
+            reasons = [w.removeprefix("steps[0].") for w in self.warnings[before:]]
+            del self.warnings[before:]
+            raise TraceFormatError(
+                [("", r.removesuffix("; dropped")) for r in reasons], label="step"
+            )
         step = wrapper.steps[0]
         for key, value in links.items():
             if self.lenient and isinstance(value, str) and value.strip().isdigit():

@@ -428,6 +428,25 @@ def _m0009_step_cost(db: Database) -> None:
     db.execute_sql("UPDATE steps SET cost_usd = NULL WHERE cost_usd < 0")
 
 
+def _m0010_producer_ids(db: Database) -> None:
+    """The id a producer gave its trace (a native stream's ``trace_id``, e.g. ``rec-1``) as an
+    indexed column, so ``show rec-1`` finds the trace and a later stream resumes it; filled
+    from the ``metadata.producer_trace_id`` of the traces already stored."""
+    db.execute_sql("ALTER TABLE traces ADD COLUMN producer_trace_id TEXT")
+    db.execute_sql("CREATE INDEX traces_producer ON traces (producer_trace_id)")
+    if _is_sqlite(db):
+        value = "json_extract(metadata, '$.producer_trace_id')"
+        text = "json_type(metadata, '$.producer_trace_id') = 'text'"
+    else:
+        value = "(metadata::jsonb) ->> 'producer_trace_id'"
+        text = "jsonb_typeof((metadata::jsonb) -> 'producer_trace_id') = 'string'"
+    db.execute_sql(
+        f"UPDATE traces SET producer_trace_id = CASE WHEN {text} THEN {value} END "
+        f"WHERE metadata LIKE {db.param}",
+        ('%"producer_trace_id"%',),
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
@@ -438,6 +457,7 @@ MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0007_team_store", _m0007_team_store),
     ("0008_annotations", _m0008_annotations),
     ("0009_step_cost", _m0009_step_cost),
+    ("0010_producer_ids", _m0010_producer_ids),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"

@@ -52,6 +52,7 @@ class TraceRow(BaseModel):
     source_format = TextField(null=True)
     step_count = IntegerField(default=0)
     created_at_ms = BigIntegerField()
+    producer_trace_id = TextField(null=True)
 
     class Meta:
         table_name = "traces"

@@ -393,18 +393,40 @@ def test_lenient_repairs_are_counted_not_fatal(store: Store, tmp_path: Path) -> 
         tmp_path,
         [
             ev("trace_start", agent_name="a", tags="not-a-list"),
-            ev("step", step_type="no-such-type", tokens_used=-5, metadata=[1]),
+            ev("step", step_type=" Tool_Call ", tokens_used=-5, metadata=[1]),
             ev("trace_end", status="weird"),
         ],
     )
     assert done.report.ok
-    assert done.report.repairs >= 3
+    assert done.report.repairs >= 2
     assert set(done.report.skipped) == {
         "tags that are not a list of strings",
         "metadata that is not an object",
     }
     trace = get_trace(store, done.trace_ids[0])
-    assert trace.steps[0].step_type == "thought" and trace.steps[0].tokens_used is None
+    assert trace.steps[0].step_type == "tool_call" and trace.steps[0].tokens_used is None
+
+
+def test_an_unknown_step_type_is_rejected_not_guessed(store: Store, tmp_path: Path) -> None:
+    done = record(
+        store,
+        tmp_path,
+        [
+            ev("trace_start", agent_name="a"),
+            ev("step", step_type="no-such-type", name="odd"),
+            ev("step_start", step_type=None, name="untyped", call_id="c"),
+            ev("step", step_type="output", name="fine"),
+        ],
+    )
+    assert done.report.rejected == 2 and not done.report.ok
+    assert [w for w in done.warnings if "rejected" in w] == [
+        "line 2: step rejected: unknown step_type 'no-such-type' (one of thought, tool_call, "
+        "llm_call, retrieval, output, decision, error, guard_check)",
+        "line 3: step_start rejected: needs a step_type (one of thought, tool_call, llm_call, "
+        "retrieval, output, decision, error, guard_check)",
+    ]
+    trace = get_trace(store, done.trace_ids[0])
+    assert [(s.step_number, s.name) for s in trace.steps] == [(1, "fine")]
 
 
 # --- traces: open at the end, producer ids, defaults ---------------------------------------

@@ -10,8 +10,9 @@ Textual, Rich or an AI SDK.
 Protocol v1: one JSON object a line, ``{"v": 1, "type": ..., "trace_id": ...}``; types
 ``trace_start``, ``step_start``, ``step_end``, ``step``, ``decision``, ``snapshot``,
 ``trace_end`` (fields in ``FIELDS``). ``trace_id`` is the producer's: it is mapped to one of our
-ids (kept in the trace's ``metadata.producer_trace_id``), unless it already names a trace in
-the store, which is then recorded into. Unknown types and fields are skipped with one warning
+ids (kept in the trace's ``metadata.producer_trace_id`` and its ``producer_trace_id`` column),
+unless it already names a trace in the store, which is then recorded into; a producer id of a
+trace still ``running`` (an earlier stream's ``--leave-open``) resumes that trace. Unknown types and fields are skipped with one warning
 per kind; lines that are not JSON objects with a ``type`` are counted as malformed; events the
 recorder can't place (unknown trace, a ``step_end`` with nothing to close) are rejected and
 counted. Nothing a producer sends makes the engine crash.
@@ -38,11 +39,13 @@ from typing import Any
 import orjson
 
 from agent_replay.clock import Clock, SystemClock
-from agent_replay.errors import AgentReplayError
+from agent_replay.errors import AgentReplayError, NotFoundError
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
+from agent_replay.store.queries import producer_trace
 from agent_replay.store.writes import execute
-from agent_replay.trace.base import canonical_time
+from agent_replay.trace.base import STEP_TYPES, canonical_time
+from agent_replay.trace.models import MAX_SAFE_INT
 
 PROTOCOL_VERSION = 1
 # The longest a batch stays uncommitted (seconds): the most a killed recorder can lose.
@@ -421,11 +424,8 @@ class EventEngine:
                 self.skip(f"unknown field {name!r} in {kind}", where)
         try:
             return self._dispatch(str(kind), event, where)
-        except _Rejected as exc:
-            self._reject(where, str(kind), str(exc))
-        except (AgentReplayError, TypeError, ValueError, OverflowError) as exc:
-            message = exc.message if isinstance(exc, AgentReplayError) else str(exc)
-            self._reject(where, str(kind), message)
+        except Exception as exc:  # noqa: BLE001 - one bad event never costs its neighbours
+            self._reject(where, str(kind), _reason(exc))
         return None
 
     def _dispatch(self, kind: str, event: dict[str, Any], where: str) -> Any:
@@ -479,6 +479,9 @@ class EventEngine:
             return state
         if self._stored(key):
             return self._remember(key, TraceState(key))
+        resumed = producer_trace(self.store, key, running=True)
+        if resumed is not None:  # a trace an earlier stream left open (``--leave-open``)
+            return self._remember(key, TraceState(resumed))
         raise _Rejected(f"unknown trace_id {key!r} (no trace_start for it, not in the store)")
 
     def _trace_start(self, event: dict[str, Any], where: str) -> str:
@@ -548,6 +551,10 @@ class EventEngine:
             return TraceState(key)
         if default is not None and not default.claimed:
             return default
+        if known is None:
+            resumed = producer_trace(self.store, key, running=True)
+            if resumed is not None:  # an earlier stream left it open: this one resumes it
+                return TraceState(resumed)
         return None
 
     def _trace_end(self, state: TraceState, event: dict[str, Any], where: str) -> None:
@@ -627,13 +634,15 @@ class EventEngine:
                     if value.__class__ is not str:
                         value = _text(value)
                 elif kind == "link":
+                    if value.__class__ is not int or not 0 < value <= MAX_SAFE_INT:
+                        value = self._link_value(name, value, where)
                     if state.renumbered:
                         value = self._link(state, value)
                 elif kind == "object":
                     if value.__class__ is not dict:
                         value = self._object(event, name, where)
                 elif kind == "number":
-                    if value.__class__ is not int:
+                    if value.__class__ is not int or not 0 < value <= MAX_SAFE_INT:
                         value = self._number(event, where)
             data[name] = value
         return data
@@ -643,6 +652,7 @@ class EventEngine:
         if call_id is not None:
             call_id = (call_id or None) if call_id.__class__ is str else _call_id(call_id)
         data = self._fields(state, event, where, _START_FIELDS)
+        data["step_type"] = _step_type(data["step_type"])
         if data["started_at"] is None:
             data["started_at"] = self._now()
         if data["metadata"] is None:
@@ -670,8 +680,8 @@ class EventEngine:
         call_id = event.get("call_id")
         if call_id is not None:
             call_id = (call_id or None) if call_id.__class__ is str else _call_id(call_id)
-        number = event.get("step_number")
-        if type(number) is int:
+        number = self._number(event, where)
+        if number is not None:
             number = state.renumbered.get(number, number)
         elif call_id is not None:
             number = state.open_calls.get(call_id)
@@ -715,6 +725,7 @@ class EventEngine:
 
     def _step(self, state: TraceState, event: dict[str, Any], where: str) -> int | None:
         data = self._fields(state, event, where, _STEP_FIELDS)
+        data["step_type"] = _step_type(data["step_type"])
         if data["metadata"] is None:
             data["metadata"] = {}
         if data["started_at"] is None and data["ended_at"] is None:
@@ -734,15 +745,19 @@ class EventEngine:
         decision = self._object(event, "decision", where)
         if decision is None:
             decision = {name: event[name] for name in _DECISION_FIELDS if name in event}
-        number = event.get("step_number")
+        number = self._number(event, where)
+        links = {
+            name: self._link(state, self._link_value(name, event[name], where))
+            for name in ("parent_step", "caused_by_step")
+            if event.get(name) is not None
+        }
         created = self.recorder.decision(
             state.trace_id,
             decision,
-            step_number=self._link(state, number) if type(number) is int else None,
+            step_number=self._link(state, number) if number is not None else None,
             name=_text(event.get("name")),
             started_at=event.get("started_at") or self._now(),
-            parent_step=self._link(state, event.get("parent_step")),
-            caused_by_step=self._link(state, event.get("caused_by_step")),
+            **links,
         )
         self._recorded(state, number, created, where, new=number is None)
         return created
@@ -751,9 +766,9 @@ class EventEngine:
         snapshot = self._object(event, "snapshot", where)
         if snapshot is None:
             snapshot = {name: event[name] for name in _SNAPSHOT_FIELDS if name in event}
-        number = event.get("step_number")
+        number = self._number(event, where)
         call_id = _call_id(event.get("call_id"))
-        if type(number) is int:
+        if number is not None:
             number = state.renumbered.get(number, number)
         elif call_id is not None:
             number = state.open_calls.get(call_id) or self.recorder.find_open_step(
@@ -825,11 +840,13 @@ class EventEngine:
                     clean = self.recorder.record_steps_if_clean(
                         state.trace_id, [(p.data, p.call_id, p.is_open) for p in items]
                     )
-                except AgentReplayError as exc:
+                except NotFoundError as exc:
                     for item in items:
                         for kind, _event, where in item.events:
                             self._reject(where, kind, exc.message)
                     continue
+                except Exception:  # noqa: BLE001 - one by one, each event on its own
+                    clean = False
                 if clean:
                     self.report.steps += len(items)
                     self.fast_batches += 1
@@ -854,11 +871,8 @@ class EventEngine:
                         self._step_end(state, event, where)
                     else:
                         self._step(state, event, where)
-                except _Rejected as exc:
-                    self._reject(where, kind, str(exc))
-                except (AgentReplayError, TypeError, ValueError, OverflowError) as exc:
-                    message = exc.message if isinstance(exc, AgentReplayError) else str(exc)
-                    self._reject(where, kind, message)
+                except Exception as exc:  # noqa: BLE001 - as in ``handle``
+                    self._reject(where, kind, _reason(exc))
 
     # --- the end of the stream ------------------------------------------------------------
 
@@ -899,11 +913,25 @@ class EventEngine:
         """A step number as given (digits in a string coerced); anything else is dropped and
         the recorder numbers the step."""
         value = event.get("step_number")
-        if value is None or type(value) is int:
-            return value
         if isinstance(value, str) and value.strip().isdigit():
-            return int(value)
+            value = int(value)
+        if value is None:
+            return None
+        if type(value) is int:
+            if not 0 < value <= MAX_SAFE_INT:
+                raise _Rejected(f"step_number must be a positive integer (got {value})")
+            return value
         self.skip("step_number that is not a number", where)
+        return None
+
+    def _link_value(self, name: str, value: Any, where: str) -> int | None:
+        """A ``parent_step``/``caused_by_step`` as a step number (digits in a string
+        coerced); anything else can't name a step and is dropped with a warning."""
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if type(value) is int and 0 < value <= MAX_SAFE_INT:
+            return value
+        self.skip(f"{name} that is not a step number", where)
         return None
 
     def _object(self, event: dict[str, Any], name: str, where: str) -> dict[str, Any] | None:
@@ -921,6 +949,29 @@ class EventEngine:
             return [t for t in value if t.strip()]
         self.skip("tags that are not a list of strings", where)
         return []
+
+
+def _reason(exc: BaseException) -> str:
+    """Why an event was rejected, in words: our own errors say it; anything else (a value no
+    check foresaw) is named by its kind, so the summary still points at the line."""
+    if isinstance(exc, _Rejected):
+        return str(exc)
+    if isinstance(exc, AgentReplayError):
+        return exc.message
+    return f"could not be recorded ({type(exc).__name__}: {exc})"
+
+
+def _step_type(value: Any) -> str:
+    """The step type of a step event: one of the format's, as given or differing only in case
+    and surrounding spaces (unambiguous); anything else is refused, never guessed."""
+    if value.__class__ is str and value in STEP_TYPES:
+        return str(value)
+    if value is None:
+        raise _Rejected(f"needs a step_type (one of {', '.join(STEP_TYPES)})")
+    if isinstance(value, str) and value.strip().lower() in STEP_TYPES:
+        return value.strip().lower()
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise _Rejected(f"unknown step_type {shown} (one of {', '.join(STEP_TYPES)})")
 
 
 def _text(value: Any) -> str | None:
