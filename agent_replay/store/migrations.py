@@ -447,6 +447,21 @@ def _m0010_producer_ids(db: Database) -> None:
     )
 
 
+def _m0011_writers(db: Database) -> None:
+    """Writer liveness: the process (host, pid, start token) recording each running trace, so
+    a reader can tell a trace whose recorder died from a live one (``store/writers``)."""
+    db.execute_sql(
+        """CREATE TABLE writers (
+            trace_id TEXT PRIMARY KEY REFERENCES traces(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid BIGINT NOT NULL,
+            token TEXT NOT NULL,
+            registered_ms BIGINT NOT NULL
+        )"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
@@ -458,6 +473,7 @@ MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0008_annotations", _m0008_annotations),
     ("0009_step_cost", _m0009_step_cost),
     ("0010_producer_ids", _m0010_producer_ids),
+    ("0011_writers", _m0011_writers),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"

@@ -158,7 +158,9 @@ def semantic_problems(steps: list[Any]) -> list[Problem]:
                         f"only decision steps may carry a decision (step_type is {step_type!r})",
                     )
                 )
-            options = _get(decision, "options") or []
+            options = _get(decision, "options")
+            if not isinstance(options, list):
+                options = []  # not a list: pydantic's own problem already says so
             names = [_get(o, "option") for o in options if isinstance(o, dict | DecisionOption)]
             chosen = _get(decision, "chosen")
             if names and isinstance(chosen, str) and chosen not in names:

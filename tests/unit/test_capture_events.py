@@ -684,14 +684,18 @@ def test_fd_reader_joins_lines_split_across_reads_and_keeps_a_last_unterminated_
     reader = FdReader(read_fd)
     os.write(write_fd, b'{"a": 1}\n{"b"')
     assert reader.wait()
-    assert list(reader.lines) == [(1, b'{"a": 1}')]
+    assert [(n, line) for n, line, _ in reader.lines] == [(1, b'{"a": 1}')]
     reader.lines.clear()
     os.write(write_fd, b': 2}\n\n{"c": 3}')
     os.close(write_fd)
     assert reader.wait()
     while reader.poll():
         pass
-    assert list(reader.lines) == [(2, b'{"b": 2}'), (3, b""), (4, b'{"c": 3}')]
+    assert [(n, line) for n, line, _ in reader.lines] == [
+        (2, b'{"b": 2}'),
+        (3, b""),
+        (4, b'{"c": 3}'),
+    ]
     reader.lines.clear()
     assert not reader.wait() and reader.eof
     os.close(read_fd)
@@ -703,7 +707,7 @@ def test_fd_reader_follows_a_growing_file_until_told_the_writer_is_done(tmp_path
     done = False
     fd = os.open(path, os.O_RDONLY)
     reader = FdReader(fd, follow=lambda: done, poll_s=0.001)
-    assert reader.wait() and list(reader.lines) == [(1, b"one")]
+    assert reader.wait() and [(n, line) for n, line, _ in reader.lines] == [(1, b"one")]
     reader.lines.clear()
     assert not reader.poll()  # at the current end, but not finished
     with path.open("ab") as out:
@@ -711,7 +715,7 @@ def test_fd_reader_follows_a_growing_file_until_told_the_writer_is_done(tmp_path
     done = True
     got = []
     while reader.wait():
-        got.extend(line for _, line in reader.lines)
+        got.extend(line for _, line, _ in reader.lines)
         reader.lines.clear()
     assert got == [b"two", b"thr"] and reader.eof
     os.close(fd)

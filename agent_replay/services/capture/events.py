@@ -12,10 +12,12 @@ Protocol v1: one JSON object a line, ``{"v": 1, "type": ..., "trace_id": ...}``;
 ``trace_end`` (fields in ``FIELDS``). ``trace_id`` is the producer's: it is mapped to one of our
 ids (kept in the trace's ``metadata.producer_trace_id`` and its ``producer_trace_id`` column),
 unless it already names a trace in the store, which is then recorded into; a producer id of a
-trace still ``running`` (an earlier stream's ``--leave-open``) resumes that trace. Unknown types and fields are skipped with one warning
-per kind; lines that are not JSON objects with a ``type`` are counted as malformed; events the
-recorder can't place (unknown trace, a ``step_end`` with nothing to close) are rejected and
-counted. Nothing a producer sends makes the engine crash.
+trace still ``running`` (an earlier stream's ``--leave-open``) resumes that trace. Unknown
+types and fields are skipped with one warning per kind; lines that are not JSON objects with a
+``type`` are counted as malformed; events the recorder can't place or keep (unknown trace, a
+``step_end`` with nothing to close, an unknown ``step_type``, a step number out of range) are
+rejected and counted, and the events around them still land. Nothing a producer sends makes
+the engine crash: any error while recording one event rejects that event only.
 
 Group commit: ``pump`` opens one ``BEGIN IMMEDIATE`` transaction per batch and commits when no
 more input is immediately available or ``WINDOW_S`` has passed since the batch began, so a
@@ -28,6 +30,7 @@ same either way.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import select
 import time
@@ -342,6 +345,8 @@ class EventEngine:
         self._dirty: dict[int, TraceState] = {}
         self._batching = False
         self._anonymous = 0
+        # When the line being recorded was read (``time.time()``; set by ``pump``).
+        self.arrived_at: float | None = None
         # How held batches were written (a diagnostic for tests and profiling).
         self.fast_batches = 0
         self.replayed_batches = 0
@@ -392,6 +397,11 @@ class EventEngine:
         self.report.skipped[kind] = count + 1
         if not count:
             self.warn(f"{where}: {kind} skipped")
+
+    def reject(self, where: str, kind: str, reason: str) -> None:
+        """Count an event that could not be recorded (a stream format's mapper reports its
+        own through this too)."""
+        self._reject(where, kind, reason)
 
     def _reject(self, where: str, kind: str, reason: str) -> None:
         self.report.rejected += 1
@@ -896,6 +906,10 @@ class EventEngine:
     # --- helpers --------------------------------------------------------------------------
 
     def _now(self) -> str:
+        """When the event being recorded arrived: the time its line was read, when known
+        (``pump``), else now."""
+        if self.arrived_at is not None and isinstance(self.clock, SystemClock):
+            return canonical_time(dt.datetime.fromtimestamp(self.arrived_at, dt.UTC))
         return canonical_time(self.clock.now())
 
     def _repairs(self, where: str) -> None:
@@ -1024,7 +1038,8 @@ class FdReader:
         self.fd = fd
         self.follow = follow
         self.poll_s = poll_s
-        self.lines: deque[tuple[int, bytes]] = deque()
+        # (line number, line, when it was read: ``time.time()``)
+        self.lines: deque[tuple[int, bytes, float]] = deque()
         self.eof = False
         self.line_number = 0
         self.interrupted: int | None = None
@@ -1038,11 +1053,14 @@ class FdReader:
             self._selectable = False
 
     def _take(self, chunk: bytes) -> None:
+        # A line is stamped when it is read, not when the recorder gets to it (a busy batch
+        # must not shift the times of events that leave them out).
+        read_at = time.time()
         if not chunk:
             self.eof = True
             if self._partial:
                 self.line_number += 1
-                self.lines.append((self.line_number, self._partial))
+                self.lines.append((self.line_number, self._partial, read_at))
                 self._partial = b""
             return
         data = self._partial + chunk if self._partial else chunk
@@ -1050,7 +1068,7 @@ class FdReader:
         self._partial = parts.pop()
         for part in parts:
             self.line_number += 1
-            self.lines.append((self.line_number, part))
+            self.lines.append((self.line_number, part, read_at))
 
     def wait(self) -> bool:
         """Block until at least one more line (or the end) is there; ``False`` at the end."""
@@ -1150,12 +1168,18 @@ def pump(reader: FdReader, sink: LineSink, *, window_s: float = WINDOW_S) -> Non
             lines = reader.lines
             while True:
                 while lines:
-                    number, line = lines.popleft()
-                    sink.feed_line(line, f"line {number}")
+                    number, line, read_at = lines.popleft()
+                    where = f"line {number}"
+                    engine.arrived_at = read_at
+                    try:
+                        sink.feed_line(line, where)
+                    except Exception as exc:  # noqa: BLE001 - a stream format's mapper too
+                        engine.reject(where, "line", _reason(exc))
                     if monotonic() >= deadline:
                         break
                 if lines or monotonic() >= deadline or not reader.poll():
                     break
+            engine.arrived_at = None
             engine.end_batch()
 
 

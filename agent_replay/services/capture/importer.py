@@ -24,14 +24,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent_replay.clock import Clock
-from agent_replay.errors import AgentReplayError, UsageError
+from agent_replay.errors import AgentReplayError, NotFoundError, TraceFormatError, UsageError
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import DB_ERRORS, Store
 from agent_replay.store.writes import execute
@@ -53,6 +53,21 @@ Progress = Callable[[int], None]
 
 class _Rollback(Exception):
     """Thrown into the open transaction to roll it back."""
+
+
+class RecordRejected(ValueError):
+    """A record the recorder refused (a value it can't keep): the parsers count it as a
+    malformed record and go on with the next one (a ``ValueError``, as their other
+    per-record problems), instead of failing the whole import."""
+
+
+@contextmanager
+def _one_record() -> Iterator[None]:
+    """The recorder's refusal of one record's data, as ``RecordRejected``."""
+    try:
+        yield
+    except (TraceFormatError, NotFoundError, UsageError) as exc:
+        raise RecordRejected(exc.message) from None
 
 
 def read_records(path: Path) -> Generator[tuple[int, dict[str, Any] | None]]:
@@ -199,25 +214,28 @@ class SessionWriter:
         """Start a step whose result comes later (``close_step``); returns its number."""
         trace_id = self._trace()
         self._tick()
-        number = self.recorder.start_step(
-            trace_id, step_type, name, **{k: v for k, v in fields.items() if v is not None}
-        )
+        with _one_record():
+            number = self.recorder.start_step(
+                trace_id, step_type, name, **{k: v for k, v in fields.items() if v is not None}
+            )
         self.steps += 1
         return number
 
     def close_step(self, number: int, **fields: Any) -> None:
         """Finish a step opened with ``open_step``."""
         self._tick()
-        self.recorder.end_step(
-            self._trace(), number, **{k: v for k, v in fields.items() if v is not None}
-        )
+        with _one_record():
+            self.recorder.end_step(
+                self._trace(), number, **{k: v for k, v in fields.items() if v is not None}
+            )
 
     def add_step(self, step_type: str, name: str | None = None, **fields: Any) -> int:
         """Record a complete step; returns its number."""
         trace_id = self._trace()
         self._tick()
         data = {"step_type": step_type, "name": name, **fields}
-        number = self.recorder.step(trace_id, {k: v for k, v in data.items() if v is not None})
+        with _one_record():
+            number = self.recorder.step(trace_id, {k: v for k, v in data.items() if v is not None})
         self.steps += 1
         return number
 
