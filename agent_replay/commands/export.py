@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import click
 
-from agent_replay.commands._common import dir_option
+from agent_replay.commands._common import POSITIVE, dir_option
 from agent_replay.commands._filters import build_filter, filter_options
 
 
@@ -27,7 +27,7 @@ from agent_replay.commands._filters import build_filter, filter_options
     "html: one trace as a self-contained web page.",
 )
 @filter_options
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many.")
+@click.option("--limit", type=POSITIVE, default=None, help="At most this many.")
 @click.option(
     "--output",
     "-o",

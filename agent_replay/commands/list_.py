@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from agent_replay.commands._common import dir_option, json_option
+from agent_replay.commands._common import POSITIVE, dir_option, json_option
 from agent_replay.commands._filters import build_filter, filter_options
 
 
 @click.command(name="list")
 @filter_options
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=POSITIVE, default=50, show_default=True)
 @dir_option
 @json_option
 def command(

@@ -154,6 +154,16 @@ def producer_trace(store: Store, producer_id: str, *, running: bool = False) -> 
     return None if running or not rows else str(rows[0][0])
 
 
+def step_span(store: Store, trace_id: str) -> tuple[int, int] | None:
+    """The first and last step numbers of a trace (``None``: it has no steps)."""
+    row = execute(
+        store,
+        "SELECT MIN(step_number), MAX(step_number) FROM steps WHERE trace_id = ?",
+        [trace_id],
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row and row[0] is not None else None
+
+
 # --- whole traces -------------------------------------------------------------------------
 
 
