@@ -152,6 +152,17 @@ def open_existing(store_dir: Path | None) -> Any:
     return open_store(store_target(store_dir), create=False)
 
 
+def open_current(store_dir: Path | None) -> Any:
+    """``open_existing`` for commands that show trace statuses (``list``, ``show``,
+    ``export``): a running trace whose recorder died on this host is finalized first
+    (``services/liveness``), so it never shows ``running`` beside the live ones."""
+    from agent_replay.services.liveness import finalize_orphans
+
+    store = open_existing(store_dir)
+    finalize_orphans(store)
+    return store
+
+
 def open_or_create(store_dir: Path | None) -> Any:
     """Open the store, creating it (its directory, or its server schema) when missing."""
     from agent_replay.store.db import open_store

@@ -51,13 +51,13 @@ def command(
       agent-replay show trc_demo1 --from-step 100 --to-step 200 --snapshots
       agent-replay show trc_demo1 --json > trace.json
     """
-    from agent_replay.commands._common import emit_json, open_existing, step_out_of_range
+    from agent_replay.commands._common import emit_json, open_current, step_out_of_range
     from agent_replay.errors import UsageError
     from agent_replay.store.queries import resolve_trace_id, step_span, trace_json
 
     if from_step is not None and to_step is not None and to_step < from_step:
         raise UsageError(f"--to-step {to_step} is before --from-step {from_step}")
-    with open_existing(store_dir) as store:
+    with open_current(store_dir) as store:
         full_id = resolve_trace_id(store, trace_id)
         if from_step is not None:
             span = step_span(store, full_id)

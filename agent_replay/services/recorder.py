@@ -19,7 +19,7 @@ from agent_replay.services.derive import duration_between
 from agent_replay.services.derive import total_tokens as sum_tokens
 from agent_replay.services.ingest import prepare
 from agent_replay.services.redact import Redactor, identity, redact_value
-from agent_replay.store import ids
+from agent_replay.store import ids, writers
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
     ANNOTATION_COLUMNS,
@@ -667,6 +667,21 @@ class TraceRecorder:
                 {"input": enc(checked.input), "input_hash": input_hash(checked.input)},
             )
 
+    def claim(self, trace_id: str, kind: str) -> None:
+        """Register this process as the live writer of a running trace (``record``, ``run``,
+        ``import``), so a reader that finds it ``running`` after this process died finalizes
+        it as ``timeout`` (``services/liveness``) instead of showing it running forever."""
+        with self.db.write():
+            writers.register(
+                self.db, trace_id, kind, now_ms=int(self.clock.now().timestamp() * 1000)
+            )
+
+    def release(self, trace_id: str) -> None:
+        """Stop being the trace's live writer while leaving it running (``--leave-open``: a
+        later stream resumes it)."""
+        with self.db.write():
+            writers.unregister(self.db, trace_id)
+
     def reopen_trace(self, trace_id: str) -> None:
         """Set a finished trace back to ``running`` (a session goes on after a turn ended)."""
         with self.db.write():
@@ -762,6 +777,7 @@ class TraceRecorder:
                     merged["original_times"] = originals
                 values["metadata"] = enc_meta(merged)
             update_columns(self.db, "traces", {"id": trace_id}, values)
+            writers.unregister(self.db, trace_id)  # an ended trace has no writer to watch
 
 
 def _check_key(step_number: Any, call_id: Any, *, required: bool = True) -> None:

@@ -230,7 +230,22 @@ class HookReceiptRow(BaseModel):
         table_name = "hook_receipts"
 
 
+class WriterRow(BaseModel):
+    """The live process recording a running trace (``store/writers``): host, pid, start token."""
+
+    trace_id = TextField(primary_key=True)
+    kind = TextField()
+    host = TextField()
+    pid = BigIntegerField()
+    token = TextField()
+    registered_ms = BigIntegerField()
+
+    class Meta:
+        table_name = "writers"
+
+
 ALL_MODELS: tuple[type[BaseModel], ...] = (
+    WriterRow,
     TraceRow,
     StepRow,
     DecisionRow,

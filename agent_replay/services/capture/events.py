@@ -313,6 +313,8 @@ class EventEngine:
         default_trace: the trace events without a ``trace_id`` go to (``run``'s trace).
         source_format: stored on the traces this stream starts (``native``, ``codex-exec``…).
         warn: called once per kind of warning, and for the first few problems, as they occur.
+        writer: registered as the live writer of every trace this stream starts or resumes
+            (``store/writers``: a reader finalizes them if this process dies); ``None``: not.
     """
 
     def __init__(
@@ -326,6 +328,7 @@ class EventEngine:
         default_trace: str | None = None,
         source_format: str = "native",
         warn: Warn = _no_warn,
+        writer: str | None = "record",
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -334,6 +337,7 @@ class EventEngine:
         self.default_agent_name = default_agent_name
         self.source_format = source_format
         self.warn = warn
+        self.writer = writer
         self.report = EventReport()
         # producer trace id (and our own id) -> state
         self._traces: dict[str, TraceState] = {}
@@ -512,6 +516,8 @@ class EventEngine:
                 metadata = {**metadata, "producer_trace_start": said}
             target.pending_metadata.update(metadata)
             self._remember(key or target.trace_id, target)
+            if self.writer is not None and target.started_here:
+                self.recorder.claim(target.trace_id, self.writer)
             return target.trace_id
         agent_name = event.get("agent_name") or self.default_agent_name
         if not agent_name:
@@ -533,6 +539,8 @@ class EventEngine:
             source_format=self.source_format,
         )
         self._repairs(where)
+        if self.writer is not None:
+            self.recorder.claim(trace_id, self.writer)
         if key is None:
             self._anonymous += 1
             key = f"#{self._anonymous}"
@@ -895,6 +903,8 @@ class EventEngine:
                 continue
             if leave_open:
                 self.report.left_open.append(state.trace_id)
+                if self.writer is not None:
+                    self.recorder.release(state.trace_id)
                 continue
             self.end_trace(
                 state,

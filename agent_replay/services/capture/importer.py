@@ -205,6 +205,7 @@ class SessionWriter:
             metadata={**(metadata or {}), "source": self.source()},
             source_format=self.source_format,
         )
+        self.recorder.claim(self.trace_id, "import")
         return self.trace_id
 
     def _trace(self) -> str:
@@ -334,6 +335,20 @@ def find_imported(store: Store, source_format: str, session_id: str) -> str | No
         [session_id, source_format],
     ).fetchone()
     return str(row[0]) if row else None
+
+
+def _import_died(store: Store, trace_id: str) -> bool:
+    """Whether the trace is what an import that died left: still ``running`` with its import
+    process gone, or already finalized so by a reader (``services/liveness``)."""
+    from agent_replay.services.liveness import EXITED_KEY, finalize_orphans
+    from agent_replay.store.mapping import dec_meta
+
+    finalize_orphans(store)
+    row = execute(store, "SELECT status, metadata FROM traces WHERE id = ?", [trace_id]).fetchone()
+    if row is None or row[0] != "timeout":
+        return False
+    exited = dec_meta(row[1]).get(EXITED_KEY)
+    return isinstance(exited, dict) and exited.get("kind") == "import"
 
 
 # --- reports ---------------------------------------------------------------------------------
@@ -481,6 +496,11 @@ def import_file(
         return FileResult(path, "failed", format=fmt, error=f"cannot read: {exc.strerror or exc}")
     if session_id is not None:
         existing = find_imported(store, chosen, session_id)
+        if existing is not None and _import_died(store, existing):
+            # An earlier import of this session was killed half-way: start it over.
+            with store.write():
+                execute(store, "DELETE FROM traces WHERE id = ?", [existing])
+            existing = None
         if existing is not None:
             return FileResult(
                 path, "present", format=chosen, session_id=session_id, trace_id=existing
