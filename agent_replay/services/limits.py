@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,8 @@ DEFAULT_MAX_VALUE_BYTES = 1 << 20
 # the value sits inside a step's or trace's fields).
 MAX_DEPTH = 100
 MARKER = "[truncated by agent-replay:"
+# A run of token characters at the end of a cut (see ``cap_text``).
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.:~]{1,512}$")
 # The smallest cap accepted (the marker itself needs room).
 MIN_VALUE_BYTES = 1024
 
@@ -48,6 +51,11 @@ def cap_text(text: str, max_bytes: int) -> str:
     digest = hashlib.sha256(data).hexdigest()
     marker = f"…{MARKER} {len(data)} bytes, sha256:{digest}]"
     keep = data[: max(0, max_bytes - len(marker.encode()))].decode("utf-8", "ignore")
+    # The cut may fall inside a secret, and a secret's first few characters match no
+    # redaction rule: the word-like run the cut ends in goes too.
+    tail = _TOKEN_TAIL.search(keep)
+    if tail is not None:
+        keep = keep[: tail.start()]
     return keep + marker
 
 
