@@ -197,6 +197,24 @@ def _log_traceback(argv: Sequence[str]) -> Path | None:
         return None
 
 
+def _command_of(args: list[str]) -> str:
+    """The command the arguments run (``eval``, ``config test-ai``), for command-aware hints."""
+    words: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--dir", "--db-url"):
+            skip = True
+        elif arg == "--":
+            break
+        elif not arg.startswith("-"):
+            words.append(arg)
+            if len(words) == 2 or words[0] != "config":
+                break
+    return " ".join(words)
+
+
 def _fail(message: str, hints: list[str], code: int, as_json: bool) -> int:
     if as_json:
         from agent_replay.commands._common import emit_json
@@ -234,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except AgentReplayError as exc:
-        return _fail(exc.message, exc.hints, exc.exit_code, as_json)
+        return _fail(exc.message, exc.hints_for(_command_of(args)), exc.exit_code, as_json)
     except Exception as exc:  # the last resort: one line, traceback to the log
         log = _log_traceback(args)
         hints = [f"details in {log}"] if log else []

@@ -24,6 +24,10 @@ class AgentReplayError(Exception):
         self.message = message
         self.hints = list(hints or [])
 
+    def hints_for(self, command: str) -> list[str]:
+        """The hints to show when ``command`` (``eval``, ``config test-ai``…) failed so."""
+        return self.hints
+
 
 class UsageError(AgentReplayError):
     """The command was called wrongly: a bad option value, an ambiguous id prefix."""

@@ -30,6 +30,7 @@ from textual.worker import Worker, WorkerState
 
 from agent_replay.display import fmt_int, fmt_time, safe, truncate
 from agent_replay.screens.base import BaseScreen
+from agent_replay.services.liveness import finalize_orphans
 from agent_replay.store.live import LiveFeed, LiveFilter, LiveStep, LiveTrace, LiveUpdate
 from agent_replay.widgets.live_steps import LiveStepRow, LiveSteps
 from agent_replay.widgets.step_timeline import StepTimeline
@@ -274,7 +275,11 @@ class LiveWatchScreen(BaseScreen):
         self.query_one("#watch-step-note").display = False
         self.query_one("#watch-body").loading = True
         self.trace_list.focus()
-        self.feed = LiveFeed(self.app.store, self.filters)  # type: ignore[attr-defined]
+        self.feed = LiveFeed(
+            self.app.store,  # type: ignore[attr-defined]
+            self.filters,
+            reaper=finalize_orphans,
+        )
         self._timer = self.set_interval(self.interval, self._tick)
         self._age_timer = self.set_interval(1.0, self._refresh_ages)
         self._request_poll(force=True)

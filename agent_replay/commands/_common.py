@@ -32,6 +32,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # --- options -------------------------------------------------------------------------------
 
+# Every count and step number option is bounded (a value past what the store holds is a usage
+# error naming the option, never an overflow deep in a query): 2^53 - 1, the format's largest.
+MAX_NUMBER = 2**53 - 1
+POSITIVE = click.IntRange(min=1, max=MAX_NUMBER)
+NATURAL = click.IntRange(min=0, max=MAX_NUMBER)
+
 
 DB_URL_HELP = (
     "Use the PostgreSQL store at URL (postgresql://USER@HOST:PORT/DB[?schema=NAME]) instead "
@@ -106,10 +112,21 @@ def resolve_db_url() -> str | None:
 
     ctx = click.get_current_context(silent=True)
     if ctx is not None and _DB_URL_KEY in ctx.meta:
-        value = ctx.meta[_DB_URL_KEY]
+        value, source = ctx.meta[_DB_URL_KEY], "--db-url"
     else:
-        value = os.environ.get(ENV_DB_URL)
+        value, source = os.environ.get(ENV_DB_URL), ENV_DB_URL
     value = (value or "").strip()
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*)://", value)
+    if scheme and scheme.group(1).lower() not in ("postgresql", "postgres"):
+        from agent_replay.store.db import mask_url
+
+        raise UsageError(
+            f"{source} {mask_url(value)}: unsupported database {scheme.group(1)!r}",
+            hints=[
+                "a team store is PostgreSQL: postgresql://USER@HOST:PORT/DB",
+                "the local store is SQLite: leave --db-url out (or use --dir)",
+            ],
+        )
     return value or None
 
 
@@ -133,6 +150,17 @@ def open_existing(store_dir: Path | None) -> Any:
     from agent_replay.store.db import open_store
 
     return open_store(store_target(store_dir), create=False)
+
+
+def open_current(store_dir: Path | None) -> Any:
+    """``open_existing`` for commands that show trace statuses (``list``, ``show``,
+    ``export``): a running trace whose recorder died on this host is finalized first
+    (``services/liveness``), so it never shows ``running`` beside the live ones."""
+    from agent_replay.services.liveness import finalize_orphans
+
+    store = open_existing(store_dir)
+    finalize_orphans(store)
+    return store
 
 
 def open_or_create(store_dir: Path | None) -> Any:
@@ -222,16 +250,35 @@ def emit_json(value: Any) -> None:
 # --- time ----------------------------------------------------------------------------------
 
 
-def parse_since(value: str | None, now: dt.datetime) -> int | None:
-    """``--since``: ``7d``/``12h``/``30m``/``2w``, a date (``2026-01-01``) or an ISO time -> ms."""
+def parse_since(value: str | None, now: dt.datetime, option: str = "--since") -> int | None:
+    """``--since`` (or ``option``, e.g. ``--older-than``): ``7d``/``12h``/``30m``/``2w``, a date
+    (``2026-01-01``) or an ISO time -> ms.
+
+    Raises:
+        UsageError: naming the option, for text that is no time or one out of range.
+    """
     if value is None:
         return None
     from agent_replay.services.query import since_ms
 
     try:
         return since_ms(value, now)
-    except UsageError as exc:
-        raise UsageError(f"--{exc.message}") from None
+    except UsageError:
+        raise UsageError(
+            f"{option} {value!r}: expected a duration like 7d, 12h, 30m, 2w or a date like "
+            "2026-01-01"
+        ) from None
+    except (OverflowError, ValueError):
+        raise UsageError(f"{option} {value!r}: out of range (before year 1)") from None
+
+
+def step_out_of_range(
+    option: str, number: int, trace_id: str, span: tuple[int, int] | None
+) -> UsageError:
+    """The one usage error for a step number a trace does not have (``show``, ``why``,
+    ``fork``)."""
+    has = f"has steps {span[0]}..{span[1]}" if span else "has no steps"
+    return UsageError(f"{option} {number} is out of range: trace {trace_id} {has}")
 
 
 def split_tags(value: str | None) -> list[str]:

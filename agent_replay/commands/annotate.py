@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agent_replay.commands._common import dir_option, json_option
+from agent_replay.commands._common import POSITIVE, dir_option, json_option
 
 
 def default_author() -> str | None:
@@ -24,7 +24,7 @@ def default_author() -> str | None:
 @click.option(
     "--step",
     "step_number",
-    type=click.IntRange(min=1),
+    type=POSITIVE,
     default=None,
     help="Annotate this step (default: the whole run).",
 )

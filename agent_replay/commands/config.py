@@ -155,17 +155,27 @@ def _ai_summary(config: Any) -> dict[str, Any]:
 @dir_option
 @json_option
 def get_command(key: str, store_dir: Path | None, as_json: bool) -> int:
-    """Print the value in effect for KEY (API keys masked; nothing when unset).
+    """Print the value in effect for KEY (API keys masked; nothing when unset). An unset
+    ai.provider or ai.model prints the one the AI commands would use (source
+    "default for <provider>"), when an API key decides it.
 
     \b
     Examples:
       agent-replay config get ai.model
       agent-replay config get ai.api_keys.openai --json
     """
+    from dataclasses import replace
+
     from agent_replay.commands._common import emit_json, safe
     from agent_replay.config import effective, load_config
 
-    value = effective(load_config(_store_dir(store_dir)), key)
+    config = load_config(_store_dir(store_dir))
+    value = effective(config, key)
+    if value.value is None and key in ("ai.provider", "ai.model"):
+        ai = _ai_summary(config)
+        if ai.get("provider"):
+            chosen = ai["provider"] if key == "ai.provider" else ai["model"]
+            value = replace(value, value=chosen, source=f"default for {ai['provider']}")
     if as_json:
         emit_json(value.to_json())
     elif value.value is not None:

@@ -12,7 +12,7 @@ from agent_replay.commands._common import dir_option
 @click.command(name="dashboard")
 @click.option(
     "--refresh",
-    type=click.FloatRange(min=0.5),
+    type=click.FloatRange(min=0.5, max=3600),
     default=5.0,
     show_default=True,
     help="Seconds between refreshes.",

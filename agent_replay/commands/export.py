@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import click
 
-from agent_replay.commands._common import dir_option
+from agent_replay.commands._common import POSITIVE, dir_option
 from agent_replay.commands._filters import build_filter, filter_options
 
 
@@ -27,7 +27,7 @@ from agent_replay.commands._filters import build_filter, filter_options
     "html: one trace as a self-contained web page.",
 )
 @filter_options
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="At most this many.")
+@click.option("--limit", type=POSITIVE, default=None, help="At most this many.")
 @click.option(
     "--output",
     "-o",
@@ -70,7 +70,7 @@ def command(
       agent-replay export trc_demo2 trc_demo4 --format bundle --output handoff.bundle
       agent-replay export trc_demo2 --format html --output run.html
     """
-    from agent_replay.commands._common import open_existing
+    from agent_replay.commands._common import open_current
     from agent_replay.errors import UsageError
     from agent_replay.store.queries import iter_trace_json
     from agent_replay.trace.io import dumps_bytes
@@ -92,14 +92,14 @@ def command(
     if fmt == "golden":  # run fingerprints for `check` (forks left out): services/golden.py
         from agent_replay.services.golden import export_golden
 
-        with open_existing(store_dir) as store:
+        with open_current(store_dir) as store:
             count = export_golden(store, filters, output, sort=sort, limit=limit)
         if count == 0:
             click.echo("warning: no runs matched; `check` refuses an empty golden set", err=True)
         if output is not None:
             click.echo(f"exported {count:,} golden run(s) to {output}", err=True)
         return 0
-    with open_existing(store_dir) as store:
+    with open_current(store_dir) as store:
         traces = iter_trace_json(store, filters, sort=sort, limit=limit)
         tmp: Path | None = None
         if output is None:
@@ -158,11 +158,11 @@ def _write_atomically(output: Path, data: bytes) -> None:
 
 def _export_ids(trace_ids: tuple[str, ...], fmt: str, output: Path | None, store_dir: Any) -> int:
     """``export ID... --format json|jsonl``: those traces, in the order given."""
-    from agent_replay.commands._common import open_existing
+    from agent_replay.commands._common import open_current
     from agent_replay.store.queries import trace_json
     from agent_replay.trace.io import dumps_bytes
 
-    with open_existing(store_dir) as store:
+    with open_current(store_dir) as store:
         traces = [trace_json(store, trace_id) for trace_id in _resolve(store, trace_ids)]
     if fmt == "json":
         data = dumps_bytes(traces) + b"\n"
@@ -187,14 +187,14 @@ def _bundle(
 ) -> int:
     """``export ID... --format bundle --output F``."""
     from agent_replay.clock import SystemClock
-    from agent_replay.commands._common import open_existing
+    from agent_replay.commands._common import open_current
     from agent_replay.errors import UsageError
     from agent_replay.services.bundle import export_bundle
     from agent_replay.store.queries import iter_trace_ids
 
     if output is None:
         raise UsageError("--format bundle needs --output FILE (a bundle is a database file)")
-    with open_existing(store_dir) as store:
+    with open_current(store_dir) as store:
         if trace_ids:
             ids = _resolve(store, trace_ids)
         else:
@@ -212,14 +212,14 @@ def _bundle(
 
 def _html(trace_ids: tuple[str, ...], output: Path | None, store_dir: Any) -> int:
     """``export ID --format html [--output F.html]``."""
-    from agent_replay.commands._common import open_existing
+    from agent_replay.commands._common import open_current
     from agent_replay.errors import UsageError
     from agent_replay.services.html_page import render_page
     from agent_replay.store.queries import trace_json
 
     if len(trace_ids) != 1:
         raise UsageError("--format html exports one trace: give its ID")
-    with open_existing(store_dir) as store:
+    with open_current(store_dir) as store:
         (trace_id,) = _resolve(store, trace_ids)
         page = render_page(trace_json(store, trace_id)).encode()
     if output is None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from agent_replay.commands._common import dir_option, json_option
+from agent_replay.commands._common import POSITIVE, dir_option, json_option
 
 
 @click.command(name="fork")
@@ -15,7 +15,7 @@ from agent_replay.commands._common import dir_option, json_option
 @click.option(
     "--from-step",
     "from_step",
-    type=click.IntRange(min=1),
+    type=POSITIVE,
     required=True,
     help="Fork at step N: keep steps 1..N-1 as recorded, and step N (its input editable).",
 )

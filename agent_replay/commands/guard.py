@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from agent_replay.commands._common import dir_option, json_option
+from agent_replay.commands._common import MAX_NUMBER, dir_option, json_option
 
 EXIT_DENIED = 2
 
@@ -70,7 +70,13 @@ def command() -> None:
     help="What a match means.",
 )
 @click.option("--description", default=None, help="Why the policy exists (shown with decisions).")
-@click.option("--priority", type=int, default=0, show_default=True, help="Higher decides ties.")
+@click.option(
+    "--priority",
+    type=click.IntRange(-MAX_NUMBER, MAX_NUMBER),
+    default=0,
+    show_default=True,
+    help="Higher decides ties.",
+)
 @click.option(
     "--fail-open",
     is_flag=True,

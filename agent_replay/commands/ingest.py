@@ -12,6 +12,9 @@ import click
 from agent_replay.commands._common import dir_option, emit_json, json_option, safe, split_tags
 from agent_replay.errors import UsageError
 
+# How many ingested trace ids the text summary lists (``--json`` gives them all).
+SHOWN_IDS = 20
+
 
 def _detect_format(path: str, head: bytes) -> str:
     """The format from the extension, else from the content: an array, or an object that spans
@@ -247,6 +250,11 @@ def command(
             f"{verb} {len(report.ingested):,} trace(s), {report.steps:,} step(s)"
             + (f"; rejected {len(report.rejected):,}" if report.rejected else "")
         )
+        for trace_id in report.ingested[:SHOWN_IDS]:
+            click.echo(f"  {trace_id}")
+        if len(report.ingested) > SHOWN_IDS:
+            more = len(report.ingested) - SHOWN_IDS
+            click.echo(f"  … and {more:,} more (--json lists every id)")
         for rejection in report.rejected[:50]:
             click.echo(f"  rejected {rejection.where}:", err=True)
             if rejection.problems:

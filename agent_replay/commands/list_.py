@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from agent_replay.commands._common import dir_option, json_option
+from agent_replay.commands._common import POSITIVE, dir_option, json_option
 from agent_replay.commands._filters import build_filter, filter_options
 
 
 @click.command(name="list")
 @filter_options
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=POSITIVE, default=50, show_default=True)
 @dir_option
 @json_option
 def command(
@@ -42,7 +42,7 @@ def command(
         fmt_int,
         fmt_ms,
         fmt_time,
-        open_existing,
+        open_current,
         print_table,
         safe,
         truncate,
@@ -51,7 +51,7 @@ def command(
     from agent_replay.store.queries import list_traces
 
     filters = build_filter(status, agent, tag, since, session, label)
-    with open_existing(store_dir) as store:
+    with open_current(store_dir) as store:
         page = list_traces(store, filters, sort=sort, limit=limit)
     if as_json:
         emit_json([item.to_json() for item in page.items])

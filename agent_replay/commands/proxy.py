@@ -13,7 +13,7 @@ from types import FrameType
 
 import click
 
-from agent_replay.commands._common import dir_option
+from agent_replay.commands._common import NATURAL, dir_option
 
 
 @click.command(name="proxy")
@@ -56,7 +56,7 @@ from agent_replay.commands._common import dir_option
 )
 @click.option(
     "--until-step",
-    type=click.IntRange(min=0),
+    type=NATURAL,
     default=None,
     help="With --replay: serve recorded responses for steps up to N only (default: all).",
 )

@@ -61,7 +61,7 @@ def command(
     from agent_replay.commands._common import emit_json, open_existing, parse_since
     from agent_replay.services.retention import prunable, remove
 
-    cutoff = parse_since(older_than, SystemClock().now())
+    cutoff = parse_since(older_than, SystemClock().now(), "--older-than")
     assert cutoff is not None
     show = sys.stderr.isatty() and not as_json
 

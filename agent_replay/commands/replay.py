@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from agent_replay.commands._common import dir_option
+from agent_replay.commands._common import POSITIVE, dir_option
 
 SLEEP: Callable[[float], None] = time.sleep
 """How the command waits between steps (tests replace it, so they never wait)."""
@@ -29,8 +29,8 @@ SLEEP: Callable[[float], None] = time.sleep
     show_default=True,
     help="Playback speed: 1 as recorded, 10 ten times faster, 0 instant.",
 )
-@click.option("--from-step", type=click.IntRange(min=1), help="Start the replay at this step.")
-@click.option("--to-step", type=click.IntRange(min=1), help="Stop the replay after this step.")
+@click.option("--from-step", type=POSITIVE, help="Start the replay at this step.")
+@click.option("--to-step", type=POSITIVE, help="Stop the replay after this step.")
 @dir_option
 def command(
     trace_id: str,

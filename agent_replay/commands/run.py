@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from agent_replay.commands._common import dir_option, safe, split_tags
+from agent_replay.commands._common import dir_option, json_option, safe, split_tags
 
 
 @click.command(
@@ -21,12 +21,14 @@ from agent_replay.commands._common import dir_option, safe, split_tags
 @click.option("--tags", default=None, help="Comma-separated tags to add to the trace.")
 @click.option("--no-redact", is_flag=True, help="Store secrets as they are (no redaction).")
 @dir_option
+@json_option
 @click.argument("cmd", nargs=-1, required=False, metavar="-- COMMAND [ARGS]...")
 def command(
     agent_name: str | None,
     tags: str | None,
     no_redact: bool,
     store_dir: Path | None,
+    as_json: bool,
     cmd: tuple[str, ...],
 ) -> int:
     """Run COMMAND and record it as a trace, whether or not it is instrumented.
@@ -36,7 +38,11 @@ def command(
     AGENT_REPLAY_TRACE_ID (the trace's id) and AGENT_REPLAY_EVENTS, a file it
     may append native protocol v1 events to (see `agent-replay record --help`);
     they are recorded live, and events without a trace_id go to this trace.
-    Its stdin, stdout and stderr are its own, untouched.
+    Its stdin, stdout and stderr are its own, untouched. On a terminal, `run`
+    ends with the id of the trace it wrote on stderr; --json prints, after the
+    command's own output, one JSON object on stdout with "trace_id", "traces"
+    (every trace recorded, the command's own included), "status", "error",
+    "exit_status" and the events file's "events" summary.
 
     SIGTERM and SIGHUP sent to `run` are forwarded to the command, and so is
     SIGINT unless it came from the terminal, which already delivered it to the
@@ -55,6 +61,7 @@ def command(
       agent-replay run -- python my_agent.py --task refund
       agent-replay run --agent-name support-bot --tags nightly -- ./agent.sh
       agent-replay run -- codex exec "fix the failing test"
+      agent-replay run --json -- ./agent.sh | tail -n 1 | jq -r .trace_id
     """
     if not cmd:
         raise click.UsageError("no command to run: agent-replay run [OPTIONS] -- COMMAND [ARGS]...")
@@ -83,7 +90,23 @@ def command(
             f"{report.malformed:,} malformed line(s) and {report.rejected:,} rejected event(s) "
             f"in the events file; kept at {outcome.events_file}"
         )
+    state = f"failed: {outcome.error}" if outcome.error else "completed"
     if sys.stderr.isatty():
-        state = f"failed: {outcome.error}" if outcome.error else "completed"
         warn(f"recorded {outcome.trace_id} ({safe(state)})")
+    if as_json:
+        from agent_replay.trace.io import dumps_bytes
+
+        traces = [outcome.trace_id, *(t for t in report.traces if t != outcome.trace_id)]
+        summary = {
+            "ok": outcome.exit_status == 0 and report.ok,
+            "trace_id": outcome.trace_id,
+            "traces": traces,
+            "status": "failed" if outcome.error else "completed",
+            "error": outcome.error,
+            "exit_status": outcome.exit_status,
+            "events": report.as_json(),
+        }
+        # One line: it follows the command's own output, and `tail -n 1` finds it.
+        sys.stdout.flush()
+        click.echo(dumps_bytes(summary).decode())
     return outcome.exit_status

@@ -7,19 +7,17 @@ from pathlib import Path
 
 import click
 
-from agent_replay.commands._common import dir_option, json_option
+from agent_replay.commands._common import POSITIVE, dir_option, json_option
 from agent_replay.commands._filters import build_filter, which_options
 
 
 @click.command(name="search")
 @click.argument("query")
 @which_options
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Traces at most."
-)
+@click.option("--limit", type=POSITIVE, default=20, show_default=True, help="Traces at most.")
 @click.option(
     "--hits",
-    type=click.IntRange(min=1),
+    type=POSITIVE,
     default=3,
     show_default=True,
     help="Matching steps shown per trace.",

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from agent_replay.commands._common import dir_option, json_option
+from agent_replay.commands._common import POSITIVE, dir_option, json_option
 
 STEP_ICONS = {
     "thought": "💭",
@@ -27,8 +27,8 @@ STEP_ICONS = {
 @click.option("--evals", is_flag=True, help="Also print the stored evaluations.")
 @click.option("--snapshots", is_flag=True, help="Also print each step's state snapshot.")
 @click.option("--tree", is_flag=True, help="Steps as a parent_step hierarchy; causal links marked.")
-@click.option("--from-step", type=click.IntRange(min=1), help="First step number to show.")
-@click.option("--to-step", type=click.IntRange(min=1), help="Last step number to show.")
+@click.option("--from-step", type=POSITIVE, help="First step number to show.")
+@click.option("--to-step", type=POSITIVE, help="Last step number to show.")
 @dir_option
 @json_option
 def command(
@@ -51,14 +51,18 @@ def command(
       agent-replay show trc_demo1 --from-step 100 --to-step 200 --snapshots
       agent-replay show trc_demo1 --json > trace.json
     """
-    from agent_replay.commands._common import emit_json, open_existing
+    from agent_replay.commands._common import emit_json, open_current, step_out_of_range
     from agent_replay.errors import UsageError
-    from agent_replay.store.queries import resolve_trace_id, trace_json
+    from agent_replay.store.queries import resolve_trace_id, step_span, trace_json
 
     if from_step is not None and to_step is not None and to_step < from_step:
         raise UsageError(f"--to-step {to_step} is before --from-step {from_step}")
-    with open_existing(store_dir) as store:
+    with open_current(store_dir) as store:
         full_id = resolve_trace_id(store, trace_id)
+        if from_step is not None:
+            span = step_span(store, full_id)
+            if span is None or from_step > span[1]:
+                raise step_out_of_range("--from-step", from_step, full_id, span)
         trace = trace_json(store, full_id, from_step=from_step, to_step=to_step)
     if as_json:
         emit_json(trace)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agent_replay.commands._common import dir_option, json_option
+from agent_replay.commands._common import POSITIVE, dir_option, json_option
 
 REASONS = {
     "start": "",
@@ -18,7 +18,7 @@ REASONS = {
 
 @click.command(name="why")
 @click.argument("trace_id", metavar="ID")
-@click.option("--step", "step_number", type=click.IntRange(min=1), required=True)
+@click.option("--step", "step_number", type=POSITIVE, required=True)
 @dir_option
 @json_option
 def command(trace_id: str, step_number: int, store_dir: Path | None, as_json: bool) -> int:
@@ -32,13 +32,24 @@ def command(trace_id: str, step_number: int, store_dir: Path | None, as_json: bo
       agent-replay why trc_demo2 --step 6
       agent-replay why trc_demo2 --step 6 --json
     """
-    from agent_replay.commands._common import Painter, emit_json, open_existing, preview, safe
+    from agent_replay.commands._common import (
+        Painter,
+        emit_json,
+        open_existing,
+        preview,
+        safe,
+        step_out_of_range,
+    )
     from agent_replay.services.analysis import why_chain
     from agent_replay.store.queries import resolve_trace_id, step_dicts
 
     with open_existing(store_dir) as store:
         full_id = resolve_trace_id(store, trace_id)
         steps = step_dicts(store, full_id)
+    if not any(s["step_number"] == step_number for s in steps):
+        numbers = [s["step_number"] for s in steps]
+        span = (min(numbers), max(numbers)) if numbers else None
+        raise step_out_of_range("--step", step_number, full_id, span)
     chain = why_chain(steps, step_number)
     if as_json:
         emit_json({"trace_id": full_id, "step": step_number, "chain": [h.to_json() for h in chain]})

@@ -14,12 +14,12 @@ from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import NotFoundError, TraceFormatError, UsageError
-from agent_replay.services import costs
+from agent_replay.services import costs, limits
 from agent_replay.services.derive import duration_between
 from agent_replay.services.derive import total_tokens as sum_tokens
 from agent_replay.services.ingest import prepare
 from agent_replay.services.redact import Redactor, identity, redact_value
-from agent_replay.store import ids
+from agent_replay.store import ids, writers
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
     ANNOTATION_COLUMNS,
@@ -48,7 +48,7 @@ from agent_replay.store.writes import (
 )
 from agent_replay.trace.base import STEP_TYPES, canonical_time, is_canonical
 from agent_replay.trace.io import input_hash
-from agent_replay.trace.models import Annotation, Decision, Snapshot, Step, Trace
+from agent_replay.trace.models import MAX_SAFE_INT, Annotation, Decision, Snapshot, Step, Trace
 from agent_replay.trace.validate import validate_trace
 
 _STEP_SELECT = ", ".join(f'"{c}"' for c in STEP_COLUMNS)
@@ -72,6 +72,9 @@ class TraceRecorder:
         redact: replace secrets (API keys, tokens, private keys, passwords in URLs) with
             ``[REDACTED:<kind>]`` before anything is written; on by default, as on every
             capture path (``--no-redact`` turns it off).
+        max_value_bytes: the most one text value keeps (default 1 MiB, or
+            ``AGENT_REPLAY_MAX_VALUE_BYTES``); longer ones keep their beginning and a marker
+            with the original size and SHA-256 digest (``services/limits``).
 
     Example:
         >>> rec = TraceRecorder(ensure_database(".agent-replay"))
@@ -88,17 +91,35 @@ class TraceRecorder:
         clock: Clock | None = None,
         lenient: bool = False,
         redact: bool = True,
+        max_value_bytes: int | None = None,
     ) -> None:
         self.db = db
         self.clock = clock or SystemClock()
         self.lenient = lenient
-        self.redact: Redactor = redact_value if redact else identity
+        self.max_value_bytes = max_value_bytes or limits.max_value_bytes()
+        # Every value is capped (size, nesting) before it is redacted and validated.
+        self.redact: Redactor = limits.capped(
+            redact_value if redact else identity, self.max_value_bytes
+        )
         self.warnings: list[str] = []
 
     # --- helpers ------------------------------------------------------------------------
 
     def _now(self) -> str:
         return canonical_time(self.clock.now())
+
+    def _object(self, value: Any, name: str) -> dict[str, Any]:
+        """A copy of an object argument (``None``: empty). Anything else is refused (strict)
+        or dropped with a warning (lenient)."""
+        if value is None:
+            return {}
+        if isinstance(value, dict):
+            return dict(value)
+        problem = f"must be an object (got {type(value).__name__})"
+        if not self.lenient or name == "step":
+            raise TraceFormatError([(name, problem)], label=name)
+        self.warnings.append(f"{name}: {problem}; dropped")
+        return {}
 
     def _validate_trace(self, data: dict[str, Any]) -> Trace:
         validated = validate_trace(self.redact(data), lenient=self.lenient)
@@ -108,7 +129,14 @@ class TraceRecorder:
     def _validate_step(self, data: dict[str, Any]) -> Step:
         """One step through the format's rules (links are checked against the store)."""
         links = {k: data.pop(k) for k in ("parent_step", "caused_by_step") if k in data}
+        before = len(self.warnings)
         wrapper = self._validate_trace({"agent_name": "recorder", "steps": [data]})
+        if not wrapper.steps:  # lenient mode dropped it: nothing in it could be kept as a step
+            reasons = [w.removeprefix("steps[0].") for w in self.warnings[before:]]
+            del self.warnings[before:]
+            raise TraceFormatError(
+                [("", r.removesuffix("; dropped")) for r in reasons], label="step"
+            )
         step = wrapper.steps[0]
         for key, value in links.items():
             if self.lenient and isinstance(value, str) and value.strip().isdigit():
@@ -244,7 +272,7 @@ class TraceRecorder:
             "started_at": started_at or self._now(),
             "tags": list(tags or []),
             "session_id": session_id,
-            "metadata": dict(metadata or {}),
+            "metadata": self._object(metadata, "metadata"),
         }
         trace = self._validate_trace(data)
         rows = prepare(
@@ -279,6 +307,7 @@ class TraceRecorder:
         call_id: str | None = None,
     ) -> int:
         """Open a step (its result comes with ``end_step``); returns its step number."""
+        _check_key(step_number, call_id, required=False)
         with self.db.write():
             self._require_trace(trace_id)
             number = self._next_number(trace_id) if step_number is None else step_number
@@ -292,7 +321,7 @@ class TraceRecorder:
                     "model": model,
                     "parent_step": parent_step,
                     "caused_by_step": caused_by_step,
-                    "metadata": dict(metadata or {}),
+                    "metadata": self._object(metadata, "metadata"),
                 }
             )
             self._insert_step(trace_id, step, call_id=call_id, is_open=True)
@@ -326,6 +355,7 @@ class TraceRecorder:
         metadata: dict[str, Any] | None = None,
     ) -> int:
         """Close a step, found by number or by the call id it was started with."""
+        _check_key(step_number, call_id)
         with self.db.write():
             if step_number is None:
                 if call_id is None:
@@ -343,7 +373,7 @@ class TraceRecorder:
                 "model": model,
             }
             merged = {**current, **{k: v for k, v in updates.items() if v is not None}}
-            merged["metadata"] = {**current["metadata"], **(metadata or {})}
+            merged["metadata"] = {**current["metadata"], **self._object(metadata, "metadata")}
             merged.pop("decision"), merged.pop("snapshot")
             step = self._validate_step(merged)
             if step.duration_ms is None:
@@ -370,7 +400,7 @@ class TraceRecorder:
 
     def step(self, trace_id: str, step: Step | dict[str, Any]) -> int:
         """Record a complete step (with its decision and snapshot, if any); returns its number."""
-        data = step.model_dump() if isinstance(step, Step) else dict(step)
+        data = step.model_dump() if isinstance(step, Step) else self._object(step, "step")
         with self.db.write():
             self._require_trace(trace_id)
             if data.get("step_number") is None:
@@ -472,8 +502,6 @@ class TraceRecorder:
         """``self.redact(data)`` for a step object, minus the values that can't hold a secret
         (``None``, numbers, a step type, a canonical timestamp), which it would return as they
         are: every string otherwise costs a pattern scan. Always a new dict."""
-        if self.redact is identity:
-            return dict(data)
         kept: dict[str, Any] = {}
         rest: dict[str, Any] = {}
         for key, value in data.items():
@@ -520,7 +548,12 @@ class TraceRecorder:
         caused_by_step: int | None = None,
     ) -> int:
         """Attach a decision to an existing decision step, or record a new decision step."""
-        data = decision.model_dump() if isinstance(decision, Decision) else dict(decision)
+        _check_key(step_number, None, required=False)
+        data = (
+            decision.model_dump()
+            if isinstance(decision, Decision)
+            else self._object(decision, "decision")
+        )
         with self.db.write():
             self._require_trace(trace_id)
             if step_number is not None and self._step_exists(trace_id, step_number):
@@ -556,7 +589,12 @@ class TraceRecorder:
         self, trace_id: str, step_number: int, snapshot: Snapshot | dict[str, Any]
     ) -> None:
         """Attach (or replace) the state snapshot of a step."""
-        data = snapshot.model_dump() if isinstance(snapshot, Snapshot) else dict(snapshot)
+        _check_key(step_number, None)
+        data = (
+            snapshot.model_dump()
+            if isinstance(snapshot, Snapshot)
+            else self._object(snapshot, "snapshot")
+        )
         with self.db.write():
             current = self._load_step(trace_id, step_number)
             current.pop("decision")
@@ -629,6 +667,21 @@ class TraceRecorder:
                 {"input": enc(checked.input), "input_hash": input_hash(checked.input)},
             )
 
+    def claim(self, trace_id: str, kind: str) -> None:
+        """Register this process as the live writer of a running trace (``record``, ``run``,
+        ``import``), so a reader that finds it ``running`` after this process died finalizes
+        it as ``timeout`` (``services/liveness``) instead of showing it running forever."""
+        with self.db.write():
+            writers.register(
+                self.db, trace_id, kind, now_ms=int(self.clock.now().timestamp() * 1000)
+            )
+
+    def release(self, trace_id: str) -> None:
+        """Stop being the trace's live writer while leaving it running (``--leave-open``: a
+        later stream resumes it)."""
+        with self.db.write():
+            writers.unregister(self.db, trace_id)
+
     def reopen_trace(self, trace_id: str) -> None:
         """Set a finished trace back to ``running`` (a session goes on after a turn ended)."""
         with self.db.write():
@@ -684,7 +737,7 @@ class TraceRecorder:
                     "total_tokens": total_tokens,
                     "total_cost_usd": total_cost_usd,
                     "total_duration_ms": total_duration_ms,
-                    "metadata": dict(metadata or {}),
+                    "metadata": self._object(metadata, "metadata"),
                 }
             )
             if checked.total_tokens is None:
@@ -724,3 +777,20 @@ class TraceRecorder:
                     merged["original_times"] = originals
                 values["metadata"] = enc_meta(merged)
             update_columns(self.db, "traces", {"id": trace_id}, values)
+            writers.unregister(self.db, trace_id)  # an ended trace has no writer to watch
+
+
+def _check_key(step_number: Any, call_id: Any, *, required: bool = True) -> None:
+    """A step number and call id as arguments must be what they say (one of them, when
+    ``required``): the SDK refuses anything else with its own error, before any query."""
+    problems = []
+    if step_number is not None and (
+        type(step_number) is not int or not 0 < step_number <= MAX_SAFE_INT
+    ):
+        problems.append(("step_number", f"must be a positive integer (got {step_number!r:.60})"))
+    if call_id is not None and not isinstance(call_id, str):
+        problems.append(("call_id", f"must be a string (got {type(call_id).__name__})"))
+    if problems:
+        raise TraceFormatError(problems, label="step")
+    if required and step_number is None and call_id is None:
+        raise UsageError("a step number or a call id is required")

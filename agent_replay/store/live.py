@@ -29,8 +29,9 @@ No Textual, no Rich: the TUI calls this from thread workers.
 from __future__ import annotations
 
 import threading
+import time
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,8 @@ from agent_replay.store.writes import execute
 from agent_replay.trace.base import time_ms
 
 RUNNING_LIMIT = 50
+# How often a feed with a reaper looks for traces whose writer died (seconds).
+REAP_EVERY_S = 2.0
 """Running traces listed at most (the newest started)."""
 FINISHED_LIMIT = 20
 """Finished traces listed at most, after the running ones."""
@@ -499,6 +502,8 @@ class LiveFeed:
             ``PRAGMA data_version`` compares like with like) and closes it in ``close``.
         filters: which traces to watch.
         running_limit, finished_limit: how many running and finished traces to list.
+        reaper: called with the feed's store every ``REAP_EVERY_S`` (the watch passes
+            ``services.liveness.finalize_orphans``: a trace whose recorder died shows ended).
 
     Example:
         >>> feed = LiveFeed(store, LiveFilter(agent="support-bot"))
@@ -514,8 +519,13 @@ class LiveFeed:
         *,
         running_limit: int = RUNNING_LIMIT,
         finished_limit: int = FINISHED_LIMIT,
+        reaper: Callable[[Store], object] | None = None,
     ) -> None:
         self.store = store
+        # Finalizes traces whose writer died (``services/liveness``), every ``REAP_EVERY_S``:
+        # nothing is committed when a recorder dies, so no change would show it otherwise.
+        self.reaper = reaper
+        self._reaped_at = 0.0
         self.filters = filters or LiveFilter()
         self.running_limit = running_limit
         self.finished_limit = finished_limit
@@ -579,6 +589,12 @@ class LiveFeed:
             try:
                 self.stats.polls += 1
                 with self._connection() as store:
+                    if (
+                        self.reaper is not None
+                        and time.monotonic() - self._reaped_at >= REAP_EVERY_S
+                    ):
+                        self._reaped_at = time.monotonic()
+                        self.reaper(store)
                     version = data_version(store)
                     same_selection = selected is None or (
                         self._selected is not None and self._selected.trace_id == selected

@@ -40,6 +40,7 @@ TRACE_COLUMNS = (
     "source_format",
     "step_count",
     "created_at_ms",
+    "producer_trace_id",
 )
 STEP_COLUMNS = (
     "id",
@@ -140,6 +141,12 @@ class TraceRows:
     annotations: list[tuple[Any, ...]] = field(default_factory=list)
 
 
+def producer_id(metadata: dict[str, Any]) -> str | None:
+    """The id the producer gave a trace (``metadata.producer_trace_id``), if it is text."""
+    value = metadata.get("producer_trace_id")
+    return value if isinstance(value, str) and value else None
+
+
 def trace_row(
     trace: Trace,
     trace_id: str,
@@ -175,6 +182,7 @@ def trace_row(
         source_format,
         step_count,
         created_ms,
+        producer_id(trace.metadata),
     )
 
 

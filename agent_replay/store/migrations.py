@@ -428,7 +428,37 @@ def _m0009_step_cost(db: Database) -> None:
     db.execute_sql("UPDATE steps SET cost_usd = NULL WHERE cost_usd < 0")
 
 
-def _m0014_hook_follow(db: Database) -> None:
+def _m0010_producer_ids(db: Database) -> None:
+    """The id a producer gave its trace (a native stream's ``trace_id``, e.g. ``rec-1``) as an
+    indexed column, so ``show rec-1`` finds the trace and a later stream resumes it; filled
+    from the ``metadata.producer_trace_id`` of the traces already stored."""
+    db.execute_sql("ALTER TABLE traces ADD COLUMN producer_trace_id TEXT")
+    db.execute_sql("CREATE INDEX traces_producer ON traces (producer_trace_id)")
+    if _is_sqlite(db):
+        value = "json_extract(metadata, '$.producer_trace_id')"
+        text = "json_type(metadata, '$.producer_trace_id') = 'text'"
+    else:
+        value = "(metadata::jsonb) ->> 'producer_trace_id'"
+        text = "jsonb_typeof((metadata::jsonb) -> 'producer_trace_id') = 'string'"
+    db.execute_sql(
+        f"UPDATE traces SET producer_trace_id = CASE WHEN {text} THEN {value} END "
+        f"WHERE metadata LIKE {db.param}",
+        ('%"producer_trace_id"%',),
+    )
+
+
+def _m0011_writers(db: Database) -> None:
+    """Writer liveness: the process (host, pid, start token) recording each running trace, so
+    a reader can tell a trace whose recorder died from a live one (``store/writers``)."""
+    db.execute_sql(
+        """CREATE TABLE writers (
+            trace_id TEXT PRIMARY KEY REFERENCES traces(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid BIGINT NOT NULL,
+            token TEXT NOT NULL,
+            registered_ms BIGINT NOT NULL
+def _m0012_hook_follow(db: Database) -> None:
     """Where the hook's drainer is in each session file it follows (Claude Code transcript,
     Codex rollout): the read offsets and the importer's state between payloads, one row per
     hook trace (see services/capture/transcript_follow). And which OTLP trace counts the
@@ -462,7 +492,9 @@ MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0007_team_store", _m0007_team_store),
     ("0008_annotations", _m0008_annotations),
     ("0009_step_cost", _m0009_step_cost),
-    ("0014_hook_follow", _m0014_hook_follow),
+    ("0010_producer_ids", _m0010_producer_ids),
+    ("0011_writers", _m0011_writers),
+    ("0012_hook_follow", _m0012_hook_follow),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"

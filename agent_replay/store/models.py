@@ -52,6 +52,7 @@ class TraceRow(BaseModel):
     source_format = TextField(null=True)
     step_count = IntegerField(default=0)
     created_at_ms = BigIntegerField()
+    producer_trace_id = TextField(null=True)
 
     class Meta:
         table_name = "traces"
@@ -254,7 +255,22 @@ class OtelResponseRow(BaseModel):
         table_name = "otel_responses"
 
 
+class WriterRow(BaseModel):
+    """The live process recording a running trace (``store/writers``): host, pid, start token."""
+
+    trace_id = TextField(primary_key=True)
+    kind = TextField()
+    host = TextField()
+    pid = BigIntegerField()
+    token = TextField()
+    registered_ms = BigIntegerField()
+
+    class Meta:
+        table_name = "writers"
+
+
 ALL_MODELS: tuple[type[BaseModel], ...] = (
+    WriterRow,
     TraceRow,
     StepRow,
     DecisionRow,

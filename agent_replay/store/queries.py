@@ -95,9 +95,11 @@ class Page:
 
 
 def resolve_trace_id(store: Store, text: str) -> str:
-    """Resolve a full trace id or a unique prefix of one.
+    """Resolve a full trace id, the id its producer gave it, or a unique prefix of our id.
 
-    ``abc`` and ``trc_abc`` are both prefixes of ``trc_abc…``.
+    ``abc`` and ``trc_abc`` are both prefixes of ``trc_abc…``. A producer id (a native
+    stream's ``trace_id``, e.g. ``rec-1``) names its trace exactly; when a producer reused it,
+    the running trace with it (else the latest) is the one meant.
 
     Raises:
         NotFoundError: nothing matches.
@@ -109,6 +111,9 @@ def resolve_trace_id(store: Store, text: str) -> str:
     rows = execute(store, "SELECT id FROM traces WHERE id = ?", [text]).fetchall()
     if rows:
         return str(rows[0][0])
+    produced = producer_trace(store, text)
+    if produced is not None:
+        return produced
     candidates: list[str] = []
     for prefix in dict.fromkeys([text, f"trc_{text}"]):
         if store.is_sqlite:
@@ -132,6 +137,31 @@ def resolve_trace_id(store: Store, text: str) -> str:
     if len(candidates) > 1:
         raise AmbiguousIdError(text, candidates)
     return candidates[0]
+
+
+def producer_trace(store: Store, producer_id: str, *, running: bool = False) -> str | None:
+    """The trace a producer named ``producer_id``: the running one, else the latest
+    (``running=True``: only a running one); ``None`` when there is none."""
+    rows = execute(
+        store,
+        "SELECT id, status FROM traces WHERE producer_trace_id = ? "
+        "ORDER BY started_at_ms DESC, id DESC LIMIT 50",
+        [producer_id],
+    ).fetchall()
+    for row in rows:
+        if row[1] == "running":
+            return str(row[0])
+    return None if running or not rows else str(rows[0][0])
+
+
+def step_span(store: Store, trace_id: str) -> tuple[int, int] | None:
+    """The first and last step numbers of a trace (``None``: it has no steps)."""
+    row = execute(
+        store,
+        "SELECT MIN(step_number), MAX(step_number) FROM steps WHERE trace_id = ?",
+        [trace_id],
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row and row[0] is not None else None
 
 
 # --- whole traces -------------------------------------------------------------------------

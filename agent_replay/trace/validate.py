@@ -158,7 +158,9 @@ def semantic_problems(steps: list[Any]) -> list[Problem]:
                         f"only decision steps may carry a decision (step_type is {step_type!r})",
                     )
                 )
-            options = _get(decision, "options") or []
+            options = _get(decision, "options")
+            if not isinstance(options, list):
+                options = []  # not a list: pydantic's own problem already says so
             names = [_get(o, "option") for o in options if isinstance(o, dict | DecisionOption)]
             chosen = _get(decision, "chosen")
             if names and isinstance(chosen, str) and chosen not in names:
@@ -286,8 +288,9 @@ def _prune_unknown(data: dict[str, Any], warnings: list[str]) -> None:
                             _drop_unknown(option, DecisionOption, path, warnings)
 
 
-# Replacement values for required fields that fail validation in lenient mode.
-_REQUIRED_FALLBACK: dict[str, Any] = {"agent_name": "unknown", "step_type": "thought"}
+# Replacement values for required fields that fail validation in lenient mode. A step type is
+# never guessed: a step without a valid one is dropped (see ``_remove_at``).
+_REQUIRED_FALLBACK: dict[str, Any] = {"agent_name": "unknown"}
 
 
 def _remove_at(data: Any, loc: tuple[int | str, ...]) -> bool:
@@ -309,7 +312,7 @@ def _remove_at(data: Any, loc: tuple[int | str, ...]) -> bool:
             if parent[last] == _REQUIRED_FALLBACK[last]:
                 return False
             parent[last] = _REQUIRED_FALLBACK[last]
-        elif (last == "step_number" and loc[0] == "steps") or last in (
+        elif (last in ("step_number", "step_type") and loc[0] == "steps") or last in (
             "evaluator",
             "chosen",
             "option",

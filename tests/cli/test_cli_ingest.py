@@ -30,7 +30,7 @@ def test_ingest_jsonl_file_stores_every_trace_and_step(cli: Run, data: Path, db:
     """A .jsonl file loads one trace a line, with all their steps."""
     result = cli("ingest", data / "traces.jsonl")
     assert result.code == 0, result.err
-    assert result.out.strip() == "ingested 4 trace(s), 9 step(s)"
+    assert result.out.splitlines()[0] == "ingested 4 trace(s), 9 step(s)"
     assert _ids(db) == ["trc_sample1", "trc_sample2", "trc_sample3", "trc_sample4_fork"]
     assert db("SELECT COUNT(*) FROM steps")[0][0] == 9
 
@@ -170,7 +170,7 @@ def test_ingest_dry_run_writes_nothing_not_even_the_store(
     """``--dry-run`` reports what it would ingest and leaves no store directory behind."""
     result = cli("ingest", data / "traces.jsonl", "--dry-run")
     assert result.code == 0, result.err
-    assert result.out.strip() == "would ingest 4 trace(s), 9 step(s)"
+    assert result.out.splitlines()[0] == "would ingest 4 trace(s), 9 step(s)"
     assert not store_dir.exists()
 
 
@@ -212,7 +212,7 @@ def test_ingest_one_invalid_trace_exits_1_and_stores_the_valid_ones(
     """An invalid trace among valid ones: exit 1, the valid traces are stored."""
     result = cli("ingest", data / "one_invalid.jsonl")
     assert result.code == 1
-    assert result.out.strip() == "ingested 2 trace(s), 3 step(s); rejected 1"
+    assert result.out.splitlines()[0] == "ingested 2 trace(s), 3 step(s); rejected 1"
     assert _ids(db) == ["trc_mixed1", "trc_mixed3"]
 
 

@@ -168,11 +168,13 @@ def test_show_to_step_before_from_step_is_a_usage_error(cli: Run, seeded: Path) 
     assert "--to-step 2 is before --from-step 4" in result.err
 
 
-def test_show_step_range_beyond_the_trace_shows_no_steps(cli: Run, seeded: Path) -> None:
-    """A range past the last step exits 0 and says there are no steps."""
+def test_show_step_range_beyond_the_trace_is_a_usage_error(cli: Run, seeded: Path) -> None:
+    """A range starting past the last step exits 2 and says which steps there are (as
+    ``why`` and ``fork`` do); a range ending past it is fine."""
     result = cli("show", "trc_sample1", "--from-step", "50")
-    assert result.code == 0
-    assert "(no steps)" in result.out
+    assert result.code == 2
+    assert "--from-step 50 is out of range: trace trc_sample1 has steps 1..5" in result.err
+    assert cli("show", "trc_sample1", "--from-step", "5", "--to-step", "50").code == 0
 
 
 def test_show_json_prints_the_full_trace_object(cli: Run, seeded: Path) -> None:

@@ -86,17 +86,18 @@ def test_why_of_a_first_step_says_there_is_no_recorded_cause(cli: Run, seeded: P
     assert _chain(cli, 1) == [(1, "start")]
 
 
-def test_why_nonexistent_step_exits_1(cli: Run, seeded: Path) -> None:
-    """A step number the trace doesn't have exits 1 and names the step."""
+def test_why_nonexistent_step_is_a_usage_error(cli: Run, seeded: Path) -> None:
+    """A step number the trace doesn't have exits 2 (as in ``show`` and ``fork``) and names
+    the steps it has."""
     result = cli("why", "trc_sample1", "--step", "9")
-    assert result.code == 1
-    assert "no step 9" in result.err
+    assert result.code == 2
+    assert "--step 9 is out of range: trace trc_sample1 has steps 1..5" in result.err
 
 
 def test_why_nonexistent_step_under_json_prints_the_error_object(cli: Run, seeded: Path) -> None:
     """Under ``--json`` the missing step is reported as {ok: false, ...} on stdout."""
     result = cli("why", "trc_sample1", "--step", "9", "--json")
-    assert result.code == 1
+    assert result.code == 2
     assert result.json()["ok"] is False
 
 

@@ -393,18 +393,40 @@ def test_lenient_repairs_are_counted_not_fatal(store: Store, tmp_path: Path) -> 
         tmp_path,
         [
             ev("trace_start", agent_name="a", tags="not-a-list"),
-            ev("step", step_type="no-such-type", tokens_used=-5, metadata=[1]),
+            ev("step", step_type=" Tool_Call ", tokens_used=-5, metadata=[1]),
             ev("trace_end", status="weird"),
         ],
     )
     assert done.report.ok
-    assert done.report.repairs >= 3
+    assert done.report.repairs >= 2
     assert set(done.report.skipped) == {
         "tags that are not a list of strings",
         "metadata that is not an object",
     }
     trace = get_trace(store, done.trace_ids[0])
-    assert trace.steps[0].step_type == "thought" and trace.steps[0].tokens_used is None
+    assert trace.steps[0].step_type == "tool_call" and trace.steps[0].tokens_used is None
+
+
+def test_an_unknown_step_type_is_rejected_not_guessed(store: Store, tmp_path: Path) -> None:
+    done = record(
+        store,
+        tmp_path,
+        [
+            ev("trace_start", agent_name="a"),
+            ev("step", step_type="no-such-type", name="odd"),
+            ev("step_start", step_type=None, name="untyped", call_id="c"),
+            ev("step", step_type="output", name="fine"),
+        ],
+    )
+    assert done.report.rejected == 2 and not done.report.ok
+    assert [w for w in done.warnings if "rejected" in w] == [
+        "line 2: step rejected: unknown step_type 'no-such-type' (one of thought, tool_call, "
+        "llm_call, retrieval, output, decision, error, guard_check)",
+        "line 3: step_start rejected: needs a step_type (one of thought, tool_call, llm_call, "
+        "retrieval, output, decision, error, guard_check)",
+    ]
+    trace = get_trace(store, done.trace_ids[0])
+    assert [(s.step_number, s.name) for s in trace.steps] == [(1, "fine")]
 
 
 # --- traces: open at the end, producer ids, defaults ---------------------------------------
@@ -662,14 +684,18 @@ def test_fd_reader_joins_lines_split_across_reads_and_keeps_a_last_unterminated_
     reader = FdReader(read_fd)
     os.write(write_fd, b'{"a": 1}\n{"b"')
     assert reader.wait()
-    assert list(reader.lines) == [(1, b'{"a": 1}')]
+    assert [(n, line) for n, line, _ in reader.lines] == [(1, b'{"a": 1}')]
     reader.lines.clear()
     os.write(write_fd, b': 2}\n\n{"c": 3}')
     os.close(write_fd)
     assert reader.wait()
     while reader.poll():
         pass
-    assert list(reader.lines) == [(2, b'{"b": 2}'), (3, b""), (4, b'{"c": 3}')]
+    assert [(n, line) for n, line, _ in reader.lines] == [
+        (2, b'{"b": 2}'),
+        (3, b""),
+        (4, b'{"c": 3}'),
+    ]
     reader.lines.clear()
     assert not reader.wait() and reader.eof
     os.close(read_fd)
@@ -681,7 +707,7 @@ def test_fd_reader_follows_a_growing_file_until_told_the_writer_is_done(tmp_path
     done = False
     fd = os.open(path, os.O_RDONLY)
     reader = FdReader(fd, follow=lambda: done, poll_s=0.001)
-    assert reader.wait() and list(reader.lines) == [(1, b"one")]
+    assert reader.wait() and [(n, line) for n, line, _ in reader.lines] == [(1, b"one")]
     reader.lines.clear()
     assert not reader.poll()  # at the current end, but not finished
     with path.open("ab") as out:
@@ -689,7 +715,7 @@ def test_fd_reader_follows_a_growing_file_until_told_the_writer_is_done(tmp_path
     done = True
     got = []
     while reader.wait():
-        got.extend(line for _, line in reader.lines)
+        got.extend(line for _, line, _ in reader.lines)
         reader.lines.clear()
     assert got == [b"two", b"thr"] and reader.eof
     os.close(fd)

@@ -335,3 +335,28 @@ def test_steps_deleted_behind_the_feed_are_read_afresh(
     assert update is not None
     assert [s.step_number for s in update.steps] == [1, 3]
     assert update.traces[0].tokens == 20 and feed.stats.full_loads == 2
+
+
+def test_a_feed_with_a_reaper_shows_a_trace_whose_recorder_died_as_ended(
+    store: Store, rec: TraceRecorder
+) -> None:
+    """Nothing is committed when a recorder dies: the watch's reaper finalizes its trace."""
+    import subprocess
+
+    from agent_replay.services.liveness import finalize_orphans
+
+    trace_id = rec.start_trace("bot")
+    rec.claim(trace_id, "record")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    with store.write():
+        execute(
+            store, "UPDATE writers SET pid = ?, token = '' WHERE trace_id = ?", [gone.pid, trace_id]
+        )
+    feed = LiveFeed(store, reaper=finalize_orphans)
+    try:
+        update = feed.poll(None)
+    finally:
+        feed.close()
+    assert update is not None
+    assert [(t.id, t.status) for t in update.traces] == [(trace_id, "timeout")]

@@ -454,6 +454,23 @@ def test_step_costs_are_filled_from_metadata_on_upgrade(raw_db: SqliteDatabase) 
             "VALUES (?, 'trc_c', ?, 'llm_call', ?, 0)",
             (f"stp_{number}", number, meta),
         )
-    assert run_migrations(raw_db)[0] == "0009_step_cost"
+    assert run_migrations(raw_db)[:1] == ["0009_step_cost"]
     costs = sql("SELECT cost_usd FROM steps ORDER BY step_number").fetchall()
     assert [r[0] for r in costs] == [0.25, None, None, None]
+
+
+def test_producer_ids_are_filled_from_metadata_on_upgrade(raw_db: SqliteDatabase) -> None:
+    """0010: ``traces.producer_trace_id`` takes each stored trace's
+    ``metadata.producer_trace_id`` when it is text, so ``show rec-1`` finds traces recorded
+    before the upgrade."""
+    names = [name for name, _ in MIGRATIONS]
+    run_migrations(raw_db, upto=names.index("0010_producer_ids"))
+    for number, meta in enumerate(['{"producer_trace_id": "rec-1"}', '{"producer_trace_id": 7}']):
+        raw_db.execute_sql(
+            "INSERT INTO traces (id, agent_name, status, started_at_ms, step_count, "
+            "created_at_ms, metadata) VALUES (?, 'a', 'completed', 0, 0, 0, ?)",
+            (f"trc_{number}", meta),
+        )
+    assert run_migrations(raw_db)[:1] == ["0010_producer_ids"]
+    rows = raw_db.execute_sql("SELECT producer_trace_id FROM traces ORDER BY id").fetchall()
+    assert [r[0] for r in rows] == ["rec-1", None]

@@ -679,11 +679,19 @@ def test_lenient_adds_chosen_to_options() -> None:
     assert len(result.warnings) == 1
 
 
-def test_lenient_defaults_missing_agent_name_and_bad_step_type() -> None:
-    result = lenient({"steps": [{"step_number": 1, "step_type": "ponder"}]})
+def test_lenient_defaults_missing_agent_name_but_never_guesses_a_step_type() -> None:
+    result = lenient(
+        {
+            "steps": [
+                {"step_number": 1, "step_type": "ponder"},
+                {"step_number": 2, "step_type": "output"},
+            ]
+        }
+    )
     assert result.trace.agent_name == "unknown"
-    assert result.trace.steps[0].step_type == "thought"
+    assert [(s.step_number, s.step_type) for s in result.trace.steps] == [(2, "output")]
     assert len(result.warnings) == 2
+    assert any(w.startswith("steps[0].step_type") for w in result.warnings)
 
 
 def test_lenient_drops_values_it_cannot_keep() -> None:

@@ -10,11 +10,14 @@ Textual, Rich or an AI SDK.
 Protocol v1: one JSON object a line, ``{"v": 1, "type": ..., "trace_id": ...}``; types
 ``trace_start``, ``step_start``, ``step_end``, ``step``, ``decision``, ``snapshot``,
 ``trace_end`` (fields in ``FIELDS``). ``trace_id`` is the producer's: it is mapped to one of our
-ids (kept in the trace's ``metadata.producer_trace_id``), unless it already names a trace in
-the store, which is then recorded into. Unknown types and fields are skipped with one warning
-per kind; lines that are not JSON objects with a ``type`` are counted as malformed; events the
-recorder can't place (unknown trace, a ``step_end`` with nothing to close) are rejected and
-counted. Nothing a producer sends makes the engine crash.
+ids (kept in the trace's ``metadata.producer_trace_id`` and its ``producer_trace_id`` column),
+unless it already names a trace in the store, which is then recorded into; a producer id of a
+trace still ``running`` (an earlier stream's ``--leave-open``) resumes that trace. Unknown
+types and fields are skipped with one warning per kind; lines that are not JSON objects with a
+``type`` are counted as malformed; events the recorder can't place or keep (unknown trace, a
+``step_end`` with nothing to close, an unknown ``step_type``, a step number out of range) are
+rejected and counted, and the events around them still land. Nothing a producer sends makes
+the engine crash: any error while recording one event rejects that event only.
 
 Group commit: ``pump`` opens one ``BEGIN IMMEDIATE`` transaction per batch and commits when no
 more input is immediately available or ``WINDOW_S`` has passed since the batch began, so a
@@ -27,6 +30,7 @@ same either way.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import select
 import time
@@ -38,11 +42,13 @@ from typing import Any
 import orjson
 
 from agent_replay.clock import Clock, SystemClock
-from agent_replay.errors import AgentReplayError
+from agent_replay.errors import AgentReplayError, NotFoundError
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
+from agent_replay.store.queries import producer_trace
 from agent_replay.store.writes import execute
-from agent_replay.trace.base import canonical_time
+from agent_replay.trace.base import STEP_TYPES, canonical_time
+from agent_replay.trace.models import MAX_SAFE_INT
 
 PROTOCOL_VERSION = 1
 # The longest a batch stays uncommitted (seconds): the most a killed recorder can lose.
@@ -307,6 +313,8 @@ class EventEngine:
         default_trace: the trace events without a ``trace_id`` go to (``run``'s trace).
         source_format: stored on the traces this stream starts (``native``, ``codex-exec``…).
         warn: called once per kind of warning, and for the first few problems, as they occur.
+        writer: registered as the live writer of every trace this stream starts or resumes
+            (``store/writers``: a reader finalizes them if this process dies); ``None``: not.
     """
 
     def __init__(
@@ -320,6 +328,7 @@ class EventEngine:
         default_trace: str | None = None,
         source_format: str = "native",
         warn: Warn = _no_warn,
+        writer: str | None = "record",
     ) -> None:
         self.store = store
         self.clock = clock or SystemClock()
@@ -328,6 +337,7 @@ class EventEngine:
         self.default_agent_name = default_agent_name
         self.source_format = source_format
         self.warn = warn
+        self.writer = writer
         self.report = EventReport()
         # producer trace id (and our own id) -> state
         self._traces: dict[str, TraceState] = {}
@@ -339,6 +349,8 @@ class EventEngine:
         self._dirty: dict[int, TraceState] = {}
         self._batching = False
         self._anonymous = 0
+        # When the line being recorded was read (``time.time()``; set by ``pump``).
+        self.arrived_at: float | None = None
         # How held batches were written (a diagnostic for tests and profiling).
         self.fast_batches = 0
         self.replayed_batches = 0
@@ -390,6 +402,11 @@ class EventEngine:
         if not count:
             self.warn(f"{where}: {kind} skipped")
 
+    def reject(self, where: str, kind: str, reason: str) -> None:
+        """Count an event that could not be recorded (a stream format's mapper reports its
+        own through this too)."""
+        self._reject(where, kind, reason)
+
     def _reject(self, where: str, kind: str, reason: str) -> None:
         self.report.rejected += 1
         if len(self.report.rejected_samples) < SAMPLES:
@@ -421,11 +438,8 @@ class EventEngine:
                 self.skip(f"unknown field {name!r} in {kind}", where)
         try:
             return self._dispatch(str(kind), event, where)
-        except _Rejected as exc:
-            self._reject(where, str(kind), str(exc))
-        except (AgentReplayError, TypeError, ValueError, OverflowError) as exc:
-            message = exc.message if isinstance(exc, AgentReplayError) else str(exc)
-            self._reject(where, str(kind), message)
+        except Exception as exc:  # noqa: BLE001 - one bad event never costs its neighbours
+            self._reject(where, str(kind), _reason(exc))
         return None
 
     def _dispatch(self, kind: str, event: dict[str, Any], where: str) -> Any:
@@ -479,6 +493,9 @@ class EventEngine:
             return state
         if self._stored(key):
             return self._remember(key, TraceState(key))
+        resumed = producer_trace(self.store, key, running=True)
+        if resumed is not None:  # a trace an earlier stream left open (``--leave-open``)
+            return self._remember(key, TraceState(resumed))
         raise _Rejected(f"unknown trace_id {key!r} (no trace_start for it, not in the store)")
 
     def _trace_start(self, event: dict[str, Any], where: str) -> str:
@@ -499,6 +516,8 @@ class EventEngine:
                 metadata = {**metadata, "producer_trace_start": said}
             target.pending_metadata.update(metadata)
             self._remember(key or target.trace_id, target)
+            if self.writer is not None and target.started_here:
+                self.recorder.claim(target.trace_id, self.writer)
             return target.trace_id
         agent_name = event.get("agent_name") or self.default_agent_name
         if not agent_name:
@@ -520,6 +539,8 @@ class EventEngine:
             source_format=self.source_format,
         )
         self._repairs(where)
+        if self.writer is not None:
+            self.recorder.claim(trace_id, self.writer)
         if key is None:
             self._anonymous += 1
             key = f"#{self._anonymous}"
@@ -548,6 +569,10 @@ class EventEngine:
             return TraceState(key)
         if default is not None and not default.claimed:
             return default
+        if known is None:
+            resumed = producer_trace(self.store, key, running=True)
+            if resumed is not None:  # an earlier stream left it open: this one resumes it
+                return TraceState(resumed)
         return None
 
     def _trace_end(self, state: TraceState, event: dict[str, Any], where: str) -> None:
@@ -627,13 +652,15 @@ class EventEngine:
                     if value.__class__ is not str:
                         value = _text(value)
                 elif kind == "link":
+                    if value.__class__ is not int or not 0 < value <= MAX_SAFE_INT:
+                        value = self._link_value(name, value, where)
                     if state.renumbered:
                         value = self._link(state, value)
                 elif kind == "object":
                     if value.__class__ is not dict:
                         value = self._object(event, name, where)
                 elif kind == "number":
-                    if value.__class__ is not int:
+                    if value.__class__ is not int or not 0 < value <= MAX_SAFE_INT:
                         value = self._number(event, where)
             data[name] = value
         return data
@@ -643,6 +670,7 @@ class EventEngine:
         if call_id is not None:
             call_id = (call_id or None) if call_id.__class__ is str else _call_id(call_id)
         data = self._fields(state, event, where, _START_FIELDS)
+        data["step_type"] = _step_type(data["step_type"])
         if data["started_at"] is None:
             data["started_at"] = self._now()
         if data["metadata"] is None:
@@ -670,8 +698,8 @@ class EventEngine:
         call_id = event.get("call_id")
         if call_id is not None:
             call_id = (call_id or None) if call_id.__class__ is str else _call_id(call_id)
-        number = event.get("step_number")
-        if type(number) is int:
+        number = self._number(event, where)
+        if number is not None:
             number = state.renumbered.get(number, number)
         elif call_id is not None:
             number = state.open_calls.get(call_id)
@@ -715,6 +743,7 @@ class EventEngine:
 
     def _step(self, state: TraceState, event: dict[str, Any], where: str) -> int | None:
         data = self._fields(state, event, where, _STEP_FIELDS)
+        data["step_type"] = _step_type(data["step_type"])
         if data["metadata"] is None:
             data["metadata"] = {}
         if data["started_at"] is None and data["ended_at"] is None:
@@ -734,15 +763,19 @@ class EventEngine:
         decision = self._object(event, "decision", where)
         if decision is None:
             decision = {name: event[name] for name in _DECISION_FIELDS if name in event}
-        number = event.get("step_number")
+        number = self._number(event, where)
+        links = {
+            name: self._link(state, self._link_value(name, event[name], where))
+            for name in ("parent_step", "caused_by_step")
+            if event.get(name) is not None
+        }
         created = self.recorder.decision(
             state.trace_id,
             decision,
-            step_number=self._link(state, number) if type(number) is int else None,
+            step_number=self._link(state, number) if number is not None else None,
             name=_text(event.get("name")),
             started_at=event.get("started_at") or self._now(),
-            parent_step=self._link(state, event.get("parent_step")),
-            caused_by_step=self._link(state, event.get("caused_by_step")),
+            **links,
         )
         self._recorded(state, number, created, where, new=number is None)
         return created
@@ -751,9 +784,9 @@ class EventEngine:
         snapshot = self._object(event, "snapshot", where)
         if snapshot is None:
             snapshot = {name: event[name] for name in _SNAPSHOT_FIELDS if name in event}
-        number = event.get("step_number")
+        number = self._number(event, where)
         call_id = _call_id(event.get("call_id"))
-        if type(number) is int:
+        if number is not None:
             number = state.renumbered.get(number, number)
         elif call_id is not None:
             number = state.open_calls.get(call_id) or self.recorder.find_open_step(
@@ -825,11 +858,13 @@ class EventEngine:
                     clean = self.recorder.record_steps_if_clean(
                         state.trace_id, [(p.data, p.call_id, p.is_open) for p in items]
                     )
-                except AgentReplayError as exc:
+                except NotFoundError as exc:
                     for item in items:
                         for kind, _event, where in item.events:
                             self._reject(where, kind, exc.message)
                     continue
+                except Exception:  # noqa: BLE001 - one by one, each event on its own
+                    clean = False
                 if clean:
                     self.report.steps += len(items)
                     self.fast_batches += 1
@@ -854,11 +889,8 @@ class EventEngine:
                         self._step_end(state, event, where)
                     else:
                         self._step(state, event, where)
-                except _Rejected as exc:
-                    self._reject(where, kind, str(exc))
-                except (AgentReplayError, TypeError, ValueError, OverflowError) as exc:
-                    message = exc.message if isinstance(exc, AgentReplayError) else str(exc)
-                    self._reject(where, kind, message)
+                except Exception as exc:  # noqa: BLE001 - as in ``handle``
+                    self._reject(where, kind, _reason(exc))
 
     # --- the end of the stream ------------------------------------------------------------
 
@@ -871,6 +903,8 @@ class EventEngine:
                 continue
             if leave_open:
                 self.report.left_open.append(state.trace_id)
+                if self.writer is not None:
+                    self.recorder.release(state.trace_id)
                 continue
             self.end_trace(
                 state,
@@ -882,6 +916,10 @@ class EventEngine:
     # --- helpers --------------------------------------------------------------------------
 
     def _now(self) -> str:
+        """When the event being recorded arrived: the time its line was read, when known
+        (``pump``), else now."""
+        if self.arrived_at is not None and isinstance(self.clock, SystemClock):
+            return canonical_time(dt.datetime.fromtimestamp(self.arrived_at, dt.UTC))
         return canonical_time(self.clock.now())
 
     def _repairs(self, where: str) -> None:
@@ -899,11 +937,25 @@ class EventEngine:
         """A step number as given (digits in a string coerced); anything else is dropped and
         the recorder numbers the step."""
         value = event.get("step_number")
-        if value is None or type(value) is int:
-            return value
         if isinstance(value, str) and value.strip().isdigit():
-            return int(value)
+            value = int(value)
+        if value is None:
+            return None
+        if type(value) is int:
+            if not 0 < value <= MAX_SAFE_INT:
+                raise _Rejected(f"step_number must be a positive integer (got {value})")
+            return value
         self.skip("step_number that is not a number", where)
+        return None
+
+    def _link_value(self, name: str, value: Any, where: str) -> int | None:
+        """A ``parent_step``/``caused_by_step`` as a step number (digits in a string
+        coerced); anything else can't name a step and is dropped with a warning."""
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if type(value) is int and 0 < value <= MAX_SAFE_INT:
+            return value
+        self.skip(f"{name} that is not a step number", where)
         return None
 
     def _object(self, event: dict[str, Any], name: str, where: str) -> dict[str, Any] | None:
@@ -921,6 +973,29 @@ class EventEngine:
             return [t for t in value if t.strip()]
         self.skip("tags that are not a list of strings", where)
         return []
+
+
+def _reason(exc: BaseException) -> str:
+    """Why an event was rejected, in words: our own errors say it; anything else (a value no
+    check foresaw) is named by its kind, so the summary still points at the line."""
+    if isinstance(exc, _Rejected):
+        return str(exc)
+    if isinstance(exc, AgentReplayError):
+        return exc.message
+    return f"could not be recorded ({type(exc).__name__}: {exc})"
+
+
+def _step_type(value: Any) -> str:
+    """The step type of a step event: one of the format's, as given or differing only in case
+    and surrounding spaces (unambiguous); anything else is refused, never guessed."""
+    if value.__class__ is str and value in STEP_TYPES:
+        return str(value)
+    if value is None:
+        raise _Rejected(f"needs a step_type (one of {', '.join(STEP_TYPES)})")
+    if isinstance(value, str) and value.strip().lower() in STEP_TYPES:
+        return value.strip().lower()
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise _Rejected(f"unknown step_type {shown} (one of {', '.join(STEP_TYPES)})")
 
 
 def _text(value: Any) -> str | None:
@@ -973,7 +1048,8 @@ class FdReader:
         self.fd = fd
         self.follow = follow
         self.poll_s = poll_s
-        self.lines: deque[tuple[int, bytes]] = deque()
+        # (line number, line, when it was read: ``time.time()``)
+        self.lines: deque[tuple[int, bytes, float]] = deque()
         self.eof = False
         self.line_number = 0
         self.interrupted: int | None = None
@@ -987,11 +1063,14 @@ class FdReader:
             self._selectable = False
 
     def _take(self, chunk: bytes) -> None:
+        # A line is stamped when it is read, not when the recorder gets to it (a busy batch
+        # must not shift the times of events that leave them out).
+        read_at = time.time()
         if not chunk:
             self.eof = True
             if self._partial:
                 self.line_number += 1
-                self.lines.append((self.line_number, self._partial))
+                self.lines.append((self.line_number, self._partial, read_at))
                 self._partial = b""
             return
         data = self._partial + chunk if self._partial else chunk
@@ -999,7 +1078,7 @@ class FdReader:
         self._partial = parts.pop()
         for part in parts:
             self.line_number += 1
-            self.lines.append((self.line_number, part))
+            self.lines.append((self.line_number, part, read_at))
 
     def wait(self) -> bool:
         """Block until at least one more line (or the end) is there; ``False`` at the end."""
@@ -1099,12 +1178,18 @@ def pump(reader: FdReader, sink: LineSink, *, window_s: float = WINDOW_S) -> Non
             lines = reader.lines
             while True:
                 while lines:
-                    number, line = lines.popleft()
-                    sink.feed_line(line, f"line {number}")
+                    number, line, read_at = lines.popleft()
+                    where = f"line {number}"
+                    engine.arrived_at = read_at
+                    try:
+                        sink.feed_line(line, where)
+                    except Exception as exc:  # noqa: BLE001 - a stream format's mapper too
+                        engine.reject(where, "line", _reason(exc))
                     if monotonic() >= deadline:
                         break
                 if lines or monotonic() >= deadline or not reader.poll():
                     break
+            engine.arrived_at = None
             engine.end_batch()
 
 

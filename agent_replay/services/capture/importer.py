@@ -24,14 +24,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent_replay.clock import Clock
-from agent_replay.errors import AgentReplayError, UsageError
+from agent_replay.errors import AgentReplayError, NotFoundError, TraceFormatError, UsageError
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import DB_ERRORS, Store
 from agent_replay.store.writes import execute
@@ -53,6 +53,21 @@ Progress = Callable[[int], None]
 
 class _Rollback(Exception):
     """Thrown into the open transaction to roll it back."""
+
+
+class RecordRejected(ValueError):
+    """A record the recorder refused (a value it can't keep): the parsers count it as a
+    malformed record and go on with the next one (a ``ValueError``, as their other
+    per-record problems), instead of failing the whole import."""
+
+
+@contextmanager
+def _one_record() -> Iterator[None]:
+    """The recorder's refusal of one record's data, as ``RecordRejected``."""
+    try:
+        yield
+    except (TraceFormatError, NotFoundError, UsageError) as exc:
+        raise RecordRejected(exc.message) from None
 
 
 def read_records(path: Path) -> Generator[tuple[int, dict[str, Any] | None]]:
@@ -190,6 +205,7 @@ class SessionWriter:
             metadata={**(metadata or {}), "source": self.source()},
             source_format=self.source_format,
         )
+        self.recorder.claim(self.trace_id, "import")
         return self.trace_id
 
     def _trace(self) -> str:
@@ -199,25 +215,28 @@ class SessionWriter:
         """Start a step whose result comes later (``close_step``); returns its number."""
         trace_id = self._trace()
         self._tick()
-        number = self.recorder.start_step(
-            trace_id, step_type, name, **{k: v for k, v in fields.items() if v is not None}
-        )
+        with _one_record():
+            number = self.recorder.start_step(
+                trace_id, step_type, name, **{k: v for k, v in fields.items() if v is not None}
+            )
         self.steps += 1
         return number
 
     def close_step(self, number: int, **fields: Any) -> None:
         """Finish a step opened with ``open_step``."""
         self._tick()
-        self.recorder.end_step(
-            self._trace(), number, **{k: v for k, v in fields.items() if v is not None}
-        )
+        with _one_record():
+            self.recorder.end_step(
+                self._trace(), number, **{k: v for k, v in fields.items() if v is not None}
+            )
 
     def add_step(self, step_type: str, name: str | None = None, **fields: Any) -> int:
         """Record a complete step; returns its number."""
         trace_id = self._trace()
         self._tick()
         data = {"step_type": step_type, "name": name, **fields}
-        number = self.recorder.step(trace_id, {k: v for k, v in data.items() if v is not None})
+        with _one_record():
+            number = self.recorder.step(trace_id, {k: v for k, v in data.items() if v is not None})
         self.steps += 1
         return number
 
@@ -316,6 +335,20 @@ def find_imported(store: Store, source_format: str, session_id: str) -> str | No
         [session_id, source_format],
     ).fetchone()
     return str(row[0]) if row else None
+
+
+def _import_died(store: Store, trace_id: str) -> bool:
+    """Whether the trace is what an import that died left: still ``running`` with its import
+    process gone, or already finalized so by a reader (``services/liveness``)."""
+    from agent_replay.services.liveness import EXITED_KEY, finalize_orphans
+    from agent_replay.store.mapping import dec_meta
+
+    finalize_orphans(store)
+    row = execute(store, "SELECT status, metadata FROM traces WHERE id = ?", [trace_id]).fetchone()
+    if row is None or row[0] != "timeout":
+        return False
+    exited = dec_meta(row[1]).get(EXITED_KEY)
+    return isinstance(exited, dict) and exited.get("kind") == "import"
 
 
 # --- reports ---------------------------------------------------------------------------------
@@ -463,6 +496,11 @@ def import_file(
         return FileResult(path, "failed", format=fmt, error=f"cannot read: {exc.strerror or exc}")
     if session_id is not None:
         existing = find_imported(store, chosen, session_id)
+        if existing is not None and _import_died(store, existing):
+            # An earlier import of this session was killed half-way: start it over.
+            with store.write():
+                execute(store, "DELETE FROM traces WHERE id = ?", [existing])
+            existing = None
         if existing is not None:
             return FileResult(
                 path, "present", format=chosen, session_id=session_id, trace_id=existing

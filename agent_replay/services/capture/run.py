@@ -211,6 +211,7 @@ def run_traced(
         metadata={"argv": command, "cwd": os.getcwd()},
         source_format="run",
     )
+    recorder.claim(trace_id, "run")
     events_dir = store_dir / EVENTS_DIR
     make_private_dir(events_dir)
     events_file = events_dir / f"{trace_id}.jsonl"
@@ -231,6 +232,7 @@ def run_traced(
         tags=list(tags),
         default_trace=trace_id,
         warn=warn or (lambda message: None),
+        writer="run",
     )
     forwarder = _Forwarder()
     forwarder.install()

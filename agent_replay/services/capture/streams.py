@@ -150,7 +150,10 @@ class StreamSink(LineSink):
             self.last_timestamp = self.timestamp
         handler = getattr(self, "on_" + kind.replace(".", "_").replace("-", "_"), None)
         if handler is not None:
-            handler(event)
+            try:
+                handler(event)
+            except Exception as exc:  # noqa: BLE001 - one odd event never costs the stream
+                engine.reject(where, kind, f"could not be mapped ({type(exc).__name__}: {exc})")
         elif kind not in self.IGNORED:
             engine.skip(f"unknown {self.FORMAT} event type {kind!r}", where)
 

@@ -29,9 +29,23 @@ class NoAIKeyError(AIError):
             hints=[
                 f"or store one: agent-replay config set ai.api_keys.{example} -  "
                 "(reads the key from stdin)",
-                "deterministic presets need no key: agent-replay eval ID",
             ],
         )
+
+    def hints_for(self, command: str) -> list[str]:
+        """How to set a key, then what the command at hand can do without one."""
+        without = _WITHOUT_AI.get(command) or _WITHOUT_AI.get(command.split(" ")[0])
+        return [*self.hints, without] if without else list(self.hints)
+
+
+# What each AI-using command does without a key (the hint after "set a key").
+_WITHOUT_AI = {
+    "eval": "deterministic presets need no key: agent-replay eval ID",
+    "diff": "without --ai the diff needs no key: agent-replay diff A B",
+    "fork": "without --rerun the fork needs no key: agent-replay fork ID --from-step N",
+    "config test-ai": "then check it again: agent-replay config test-ai",
+    "check": "without AI criteria the check needs no key",
+}
 
 
 class AIAuthError(AIError):

@@ -1,0 +1,124 @@
+"""Writer liveness: which process is recording a running trace, so a trace whose writer died
+is recognised instead of showing ``running`` forever.
+
+A long-lived writer (``record``, ``run``, ``import``) registers each trace it records into:
+host, pid and the process's start token (Linux: the boot id and the process's start time, so
+a reused pid is not taken for the writer). Ending a trace removes its row; so does a stream
+that leaves its traces open on purpose (``record --leave-open``). A reader that finds a
+``running`` trace whose writer was on this host and is gone finalizes it (``services/liveness``).
+Hook traces have no long-lived writer and no row: they keep their own rules.
+
+Stdlib and the store only.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from functools import cache
+
+from agent_replay.store.db import Store
+from agent_replay.store.writes import execute
+
+
+@dataclass(frozen=True)
+class Writer:
+    """A registered writer of a running trace."""
+
+    trace_id: str
+    kind: str
+    host: str
+    pid: int
+    token: str
+
+
+@cache
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def host() -> str:
+    """This machine's name, as writers record it."""
+    return socket.gethostname()
+
+
+def start_token(pid: int) -> str | None:
+    """What identifies process ``pid`` for as long as it lives (``""`` where the system does not
+    say; ``None``: no such process, or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return ""
+    # The command name (field 2) may hold spaces and parentheses: fields resume after the last ")".
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if not fields or fields[0] in (b"Z", b"X"):
+        return None
+    return f"{_boot_id()}:{fields[19].decode()}" if len(fields) > 19 else ""
+
+
+def _alive(pid: int, token: str) -> bool:
+    """Whether the process that registered as ``pid`` with ``token`` still runs."""
+    if os.path.isdir("/proc/self"):
+        current = start_token(pid)
+        if current is None:
+            return False
+        return not token or not current or current == token
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, not ours to signal
+    return True
+
+
+def register(store: Store, trace_id: str, kind: str, *, now_ms: int) -> None:
+    """Record this process as the writer of ``trace_id`` (replacing an earlier writer)."""
+    pid = os.getpid()
+    execute(store, "DELETE FROM writers WHERE trace_id = ?", [trace_id])
+    execute(
+        store,
+        "INSERT INTO writers (trace_id, kind, host, pid, token, registered_ms) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        [trace_id, kind, host(), pid, start_token(pid) or "", now_ms],
+    )
+
+
+def unregister(store: Store, trace_id: str) -> None:
+    """Forget the writer of ``trace_id`` (the trace ended, or is left open on purpose)."""
+    execute(store, "DELETE FROM writers WHERE trace_id = ?", [trace_id])
+
+
+def writer_of(store: Store, trace_id: str) -> Writer | None:
+    """The registered writer of a trace, if any."""
+    row = execute(
+        store,
+        "SELECT trace_id, kind, host, pid, token FROM writers WHERE trace_id = ?",
+        [trace_id],
+    ).fetchone()
+    return Writer(str(row[0]), str(row[1]), str(row[2]), int(row[3]), str(row[4])) if row else None
+
+
+def is_dead(writer: Writer) -> bool:
+    """Whether the writer is known to be gone (only a writer on this host can be checked)."""
+    return writer.host == host() and not _alive(writer.pid, writer.token)
+
+
+def dead_writers(store: Store) -> list[Writer]:
+    """Writers on this host of traces still ``running`` whose process is gone."""
+    rows = execute(
+        store,
+        "SELECT w.trace_id, w.kind, w.host, w.pid, w.token FROM writers w "
+        "JOIN traces t ON t.id = w.trace_id WHERE t.status = 'running' AND w.host = ?",
+        [host()],
+    ).fetchall()
+    writers = [Writer(str(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4])) for r in rows]
+    return [w for w in writers if is_dead(w)]
