@@ -239,3 +239,65 @@ def test_serving_never_imports_textual_rich_or_ai_sdks(store_dir: Path) -> None:
     result = probe(SERVE_UNTIL_INTERRUPTED, banned=(*TUI, *AI_SDKS), store_dir=store_dir)
     assert (result.code, result.loaded) == (0, []), result.stderr
     assert "listening on" in result.stderr
+
+
+def test_every_acknowledged_trace_survives_a_sigkill(store_dir: Path) -> None:
+    """Clients post fresh traces and remember each 2xx; the server is SIGKILLed mid-load and
+    started again: every acknowledged trace is in the store, built (0 lost)."""
+    import threading
+    import uuid
+
+    def body_of(trace_id: str) -> bytes:
+        spans = [
+            {
+                "traceId": trace_id,
+                "spanId": f"{n:016x}",
+                "name": "work",
+                "kind": 1,
+                "startTimeUnixNano": "1767261600000000000",
+                "endTimeUnixNano": "1767261601000000000",
+            }
+            for n in (1, 2)
+        ]
+        request = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}
+        return json.dumps(request).encode()
+
+    server = Server(store_dir)
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        connection = http.client.HTTPConnection(server.host, server.port, timeout=30)
+        while not stop.is_set():
+            trace_id = uuid.uuid4().hex
+            body = body_of(trace_id)
+            try:
+                connection.request(
+                    "POST", "/v1/traces", body=body, headers={"Content-Type": "application/json"}
+                )
+                response = connection.getresponse()
+                response.read()
+            except OSError:
+                return  # the server is gone
+            if response.status == 200:
+                acked.append(trace_id)
+        connection.close()
+
+    threads = [threading.Thread(target=client) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        while len(acked) < 40 and server.process.poll() is None:
+            threading.Event().wait(0.01)
+        server.process.kill()
+        server.process.communicate()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert len(acked) >= 40
+    again = Server(store_dir)  # restarted: it opens (and maps) what is there
+    code, _ = again.stop()
+    assert code == 0
+    stored = {r[0] for r in rows(store_dir, "SELECT otel_trace_id FROM traces")}
+    assert [t for t in acked if t not in stored] == []

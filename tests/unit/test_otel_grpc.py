@@ -71,14 +71,19 @@ def test_over_the_size_cap_is_resource_exhausted_even_gzipped(store_dir: Path) -
 
 
 def test_a_full_queue_is_unavailable_which_exporters_retry(store_dir: Path) -> None:
-    """While another writer holds the store the writer's queue fills: the next export gets
-    UNAVAILABLE (the retryable status), and what was accepted still lands."""
-    with receiving(store_dir, grpc_port=0, max_pending=8) as (receiver, _client, store):
+    """While another writer holds the store nothing can be made durable: an export waits,
+    then gets UNAVAILABLE (the retryable status), and once the queue is full the next is
+    refused at once; what was queued still lands when the store is free."""
+    options = {"grpc_port": 0, "max_pending": 8, "ack_timeout_s": 0.3}
+    with receiving(store_dir, **options) as (receiver, _client, store):
         locker = sqlite3.connect(store.path, timeout=5)
         locker.execute("BEGIN IMMEDIATE")
         try:
             with grpc.insecure_channel(f"127.0.0.1:{receiver.grpc_port}") as channel:
-                TRACES(channel).Export(request(), timeout=10)
+                with pytest.raises(grpc.RpcError) as waited:
+                    TRACES(channel).Export(request(), timeout=10)
+                assert waited.value.code() == grpc.StatusCode.UNAVAILABLE
+                assert "not yet written" in (waited.value.details() or "")
                 with pytest.raises(grpc.RpcError) as refused:
                     TRACES(channel).Export(request(), timeout=10)
                 assert refused.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -279,9 +279,11 @@ def test_content_type_parameters_are_ignored(served: Served) -> None:
 
 
 def test_full_queue_answers_503_and_accepted_items_still_land(store_dir: Path) -> None:
-    """While the store is locked by another writer the queue fills: further requests get a
-    retryable 503 (Retry-After); once the lock is gone, everything accepted is written."""
-    with receiving(store_dir, max_pending=12) as (receiver, client, store):
+    """While the store is locked by another writer nothing can be made durable: queued
+    requests wait, then get a retryable 503 (Retry-After), and once the queue is full the
+    rest are refused at once; when the lock is gone, what was queued is written and a retry
+    gets 200 once its items are on disk."""
+    with receiving(store_dir, max_pending=12, ack_timeout_s=0.3) as (receiver, client, store):
         locker = sqlite3.connect(store.path, timeout=5)
         locker.execute("BEGIN IMMEDIATE")
         try:
@@ -290,16 +292,14 @@ def test_full_queue_answers_503_and_accepted_items_still_land(store_dir: Path) -
         finally:
             locker.rollback()
             locker.close()
-        # 5 spans a request and room for 12: two requests are queued, the rest refused.
-        assert [r.status for r in replies] == [200, 200, 503, 503, 503, 503]
-        assert {r.headers.get("retry-after") for r in replies[2:]} == {"1"}
-        for _ in range(100):  # the exporter retries until there is room again
-            reply = client.post(otlp_payload("0010"))
-            if reply.status == 200:
-                break
-            time.sleep(0.05)
+        # 5 spans a request and room for 12: two requests are queued (not yet durable), the
+        # rest refused; none is acknowledged while nothing reaches the disk.
+        assert [r.status for r in replies] == [503] * 6
+        assert {r.headers.get("retry-after") for r in replies} == {"1"}
+        assert receiver.flush(timeout=60)  # the queued requests' items reach the disk
+        reply = client.post(otlp_payload("0010"))  # the exporter's retry
         assert reply.status == 200
-        assert receiver.flush(timeout=60)
+        # Acknowledged means written: no flush needed to read it.
         landed = {t["metadata"]["otel"]["trace_ids"][0] for t in traces(store)}
     assert landed == {"23c11c66e93ed00bec72a044ccf095d2", "c98a46ec1658fe2539bd86a0cb09906c"}
 

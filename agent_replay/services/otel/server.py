@@ -1,8 +1,12 @@
 """The OTLP/HTTP receiver: a stdlib ``ThreadingHTTPServer`` in front of the writer process.
 
 A request is read (``Content-Length`` or chunked, capped), decompressed (capped), decoded with
-the official messages, normalized and redacted, queued for the writer, and answered: the
-exporter never waits on the disk. Answers follow the OTLP/HTTP specification: 200 with an
+the official messages, normalized and redacted, queued for the writer, and answered once the
+writer process has committed it to the store (``synchronous=FULL``: fsync'd), so a 2xx means
+the data survives a kill of the server; the writer commits whatever has arrived in one
+transaction (group commit), so concurrent exporters share each fsync. A request that can't be
+made durable in ``ACK_TIMEOUT_S`` gets 503 with ``Retry-After``, which exporters retry.
+Answers follow the OTLP/HTTP specification: 200 with an
 ``Export*ServiceResponse`` in the request's encoding (``partial_success`` when some items can't
 be kept), 400 malformed, 404 unknown path, 405 other methods, 413 over a size cap, 415 other
 content types or codings, 503 (retryable) when the queue is full or the server is stopping;
@@ -55,6 +59,9 @@ MAX_BODY = 32 * 1024 * 1024
 Gemini CLI's log posts reach a few hundred KiB)."""
 MAX_DECOMPRESSED = 128 * 1024 * 1024
 """The largest body accepted after decompression (a gzip bomb stops here)."""
+ACK_TIMEOUT_S = 10.0
+"""How long a request waits for its items to be on disk; then 503 with ``Retry-After`` (the
+items may still land: a retry is idempotent, spans are keyed by trace and span id)."""
 IDLE_TIMEOUT_S = 120.0
 """A keep-alive connection idle this long is closed (its thread ends)."""
 
@@ -165,6 +172,8 @@ class OtelReceiver:
         max_pending: the most items queued for the writer before answering 503.
         log: where problems are reported, one line each.
         error_log: where tracebacks of unexpected failures go.
+        ack_timeout_s: how long a request waits for its items to be committed before it is
+            answered 503 (retryable) instead of 2xx.
 
     Example:
         >>> receiver = OtelReceiver(Path(".agent-replay/traces.db"), port=0)
@@ -187,8 +196,10 @@ class OtelReceiver:
         max_pending: int = 500_000,
         log: Log | None = None,
         error_log: Path | None = None,
+        ack_timeout_s: float = ACK_TIMEOUT_S,
     ) -> None:
         self.host = host
+        self.ack_timeout_s = ack_timeout_s
         self.port = port
         self.redact = redact_value if redact else identity
         self.max_body = max_body
@@ -322,10 +333,13 @@ class OtelReceiver:
                 raise ProtocolError(503, "the receiver is shutting down")
             self._inflight += 1
         try:
-            if (decoded.spans or decoded.logs) and not self.writer.submit(
-                decoded.spans, decoded.logs
-            ):
-                raise ProtocolError(503, "the write queue is full; retry later")
+            if decoded.spans or decoded.logs:
+                seq = self.writer.submit(decoded.spans, decoded.logs)
+                if seq is None:
+                    raise ProtocolError(503, "the write queue is full; retry later")
+                # Acknowledged only once it is on disk: an exporter never retries a 2xx.
+                if not self.writer.wait_written(seq, self.ack_timeout_s):
+                    raise ProtocolError(503, "not yet written to the store; retry later")
             with self._lock:  # counted before the answer: a client may read them right after
                 self.stats.requests += 1
                 self.stats.spans += len(decoded.spans)

@@ -152,6 +152,8 @@ class OtelWriter:
         """The writer process can't be run (it kept dying): nothing more is accepted."""
         self._lost = False
         """Some accepted items were not written (``stop`` reports it)."""
+        self._lost_seqs: set[int] = set()
+        """Batches the writer process reported it could not write (their requests get 503)."""
         self._child: _Child | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -163,17 +165,18 @@ class OtelWriter:
         self._thread = threading.Thread(target=self._supervise, name="otel-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, spans: list[dict[str, Any]], logs: list[dict[str, Any]]) -> bool:
-        """Queue items for writing; ``False`` (nothing queued) when the queue is full."""
+    def submit(self, spans: list[dict[str, Any]], logs: list[dict[str, Any]]) -> int | None:
+        """Queue items for writing; returns the batch's sequence number (``wait_written``
+        tells when it is on disk), ``None`` (nothing queued) when the queue is full."""
         size = len(spans) + len(logs)
         if not self._has_room(size):  # refused before paying for the encoding
-            return False
+            return None
         received_ms = int(self.clock.now().timestamp() * 1000)
         dumps = orjson.dumps
         body = b"".join([dumps(item) + b"\n" for item in spans] + [dumps(r) + b"\n" for r in logs])
         with self._cond:
             if not self._has_room(size):
-                return False
+                return None
             self._submitted += 1
             seq = self._submitted
             header = FRAME_HEADER.pack(len(body), seq, received_ms, len(spans), len(logs))
@@ -185,12 +188,22 @@ class OtelWriter:
                 # to send to yet: the feeding thread will.
                 if self._feeder_waiting and not self._sending:
                     self._work.notify()
-                return True
+                return seq
             self._sending = True
         # Send it from this thread: waking the feeding thread for every request costs more
         # than the write (the process reads its input promptly, whatever the disk does).
         self._send(child)
-        return True
+        return seq
+
+    def wait_written(self, seq: int, timeout: float | None = None) -> bool:
+        """Wait until batch ``seq`` is committed to the store (the writer process commits
+        batches as they come, several requests' at once, with ``synchronous=FULL``);
+        ``False`` on timeout, or when the batch could not be written."""
+        with self._cond:
+            done = self._cond.wait_for(
+                lambda: self._written >= seq or self._failed, timeout=timeout
+            )
+            return done and self._written >= seq and seq not in self._lost_seqs
 
     def _has_room(self, size: int) -> bool:
         if self._stopping or self._failed:
@@ -382,6 +395,8 @@ class OtelWriter:
                 while self._unacked and self._unacked[0].seq <= seq:
                     frame = self._unacked.popleft()
                     self._pending -= frame.items
+                    if report.get("lost"):
+                        self._lost_seqs.add(frame.seq)
                 self._written = max(self._written, seq)
                 child.acked += 1
             self._cond.notify_all()

@@ -111,6 +111,10 @@ class BatchWriter:
                 # disk they were most of this process's system calls.
                 if store.is_sqlite:  # (a PostgreSQL team store has no such pragma)
                     execute(store, "PRAGMA temp_store = MEMORY")
+                    # Each commit is fsync'd: the receiver acknowledges a request only once
+                    # its batch is committed, and a 2xx must survive the machine, not only the
+                    # process (one fsync per batch of however many requests arrived meanwhile).
+                    execute(store, "PRAGMA synchronous = FULL")
                 return store
             except AgentReplayError as exc:
                 self.stats.write_errors += 1
@@ -130,7 +134,8 @@ class BatchWriter:
         texts: dict[int, str] | None = None,
     ) -> None:
         """Write a batch; a database error (a lock held past the busy timeout, a full disk)
-        is retried with backoff, since the items were already acknowledged to the exporter."""
+        is retried with backoff: the exporters' requests wait for these items (and are answered
+        503, to retry, if that takes too long)."""
         delay = 0.1
         attempts = 0
         while True:
