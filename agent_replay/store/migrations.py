@@ -458,6 +458,10 @@ def _m0011_writers(db: Database) -> None:
             pid BIGINT NOT NULL,
             token TEXT NOT NULL,
             registered_ms BIGINT NOT NULL
+        )"""
+    )
+
+
 def _m0012_hook_follow(db: Database) -> None:
     """Where the hook's drainer is in each session file it follows (Claude Code transcript,
     Codex rollout): the read offsets and the importer's state between payloads, one row per
