@@ -230,6 +230,17 @@ def _spawning_step(hook: Hook, trace_id: str, agent_type: str | None) -> int | N
     if not spawners:  # another harness's name for it (spawn_agent, ...)
         spawners = [(int(n), dec(raw)) for n, name, raw in rows if "agent" in (name or "").lower()]
     if not spawners:
+        # The call already returned: a background agent, or the session file's follower read
+        # the call and its result before this event was recorded.
+        marks = ", ".join("?" * len(SUBAGENT_TOOLS))
+        rows = execute(
+            hook.store,
+            "SELECT step_number, name, input FROM steps WHERE trace_id = ? "
+            f"AND step_type = 'tool_call' AND name IN ({marks}) ORDER BY step_number",
+            [trace_id, *sorted(SUBAGENT_TOOLS)],
+        ).fetchall()
+        spawners = [(int(n), dec(raw)) for n, _, raw in rows]
+    if not spawners:
         return None
     claimed = {
         int(r[0])
