@@ -124,6 +124,8 @@ def test_a_subagent_nests_with_its_own_totals(
     assert llm_calls(hook) == llm_calls(imported)
     assert_subagent_nests(hook)
     assert_subagent_nests(imported)
+    (subagent,) = [s for s in hook["steps"] if str(s["name"]).startswith("subagent:")]
+    assert subagent["parent_step"] == subagent_totals(hook)[0]["step_number"]
     assert subagent_totals(hook)[0]["metadata"]["subagent_cost_usd"] == pytest.approx(
         subagent_totals(imported)[0]["metadata"]["subagent_cost_usd"]
     )
