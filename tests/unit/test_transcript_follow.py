@@ -214,7 +214,8 @@ def replay_live(
 NOISE = b'{"type": "a-record-kind-from-a-newer-version", "uuid": "x"}\nnot json at all\n'
 
 
-@pytest.mark.parametrize("folder", ["claude-code/plain", "claude-code/subagent", "codex/plain"])
+@pytest.mark.sqlite_only  # the reading is under test; the whole-file tests cover both stores
+@pytest.mark.parametrize("folder", ["claude-code/subagent", "codex/plain"])
 def test_a_live_session_followed_payload_by_payload(
     store: Store,
     store_dir: Path,
