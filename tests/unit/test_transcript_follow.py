@@ -276,3 +276,25 @@ def test_no_input_keeps_tokens_and_cost_but_no_text(
     assert all(s["output"] is None and s["input"] is None for s in calls)
     (state,) = execute(store, "SELECT state FROM hook_follow").fetchone()
     assert "summary.txt" not in state
+
+
+def test_a_session_the_proxy_records_is_not_followed(
+    store: Store, store_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``agent-replay proxy`` joined the hook's trace (its model calls carry
+    ``metadata.proxy``): the transcript is not read, so no call is recorded twice."""
+    from agent_replay.services.recorder import TraceRecorder
+
+    items = relocate("claude-code/plain", tmp_path / "home")
+    start = next(i for i, p in enumerate(items) if p["hook_event_name"] == "SessionStart")
+    replay_hooks(monkeypatch, store_dir, items[: start + 1])
+    (trace_id,) = [r[0] for r in execute(store, "SELECT id FROM traces").fetchall()]
+    with store.write():
+        TraceRecorder(store, lenient=True).step(
+            trace_id,
+            {"step_type": "llm_call", "name": "chat", "metadata": {"proxy": {"pid": 1}}},
+        )
+    replay_hooks(monkeypatch, store_dir, items[start + 1 :])
+    (hook,) = traces_by_format(store).values()
+    assert [s["step_type"] for s in hook["steps"]].count("llm_call") == 1
+    assert len(tool_calls(hook)) == 4

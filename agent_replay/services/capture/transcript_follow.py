@@ -39,9 +39,10 @@ notifications read nothing. ``Stop``, ``StopFailure`` and ``SessionEnd`` close t
 being merged; ``SubagentStop`` closes the subagent's.
 
 Gemini CLI is not followed: its hooks (``AfterModel``) already carry the model's replies,
-tokens and text, and its hook trace equals the chat recording's import. Without a readable
-file the hook trace is what the payloads alone give. A failure here is logged in the row's
-``error`` column and never costs the payload.
+tokens and text, and its hook trace equals the chat recording's import. Nor is a session
+``agent-replay proxy`` records (it opened the trace or joined the hook's): it has the calls.
+Without a readable file the hook trace is what the payloads alone give. A failure here is
+logged in the row's ``error`` column and never costs the payload.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def _follow(hook: Hook) -> None:
     if not text or found is None or not _own_file(hook.dialect.key, text):
         return
     trace_id, path = found[0], Path(text)
+    if _proxied(hook, trace_id):
+        return  # ``agent-replay proxy`` records this session's model calls already
     row = execute(
         hook.store, "SELECT path, state FROM hook_follow WHERE trace_id = ?", [trace_id]
     ).fetchone()
@@ -159,6 +162,21 @@ def _follow(hook: Hook) -> None:
             "WHERE trace_id = ?",
             [text, encoded, now_ms, trace_id],
         )
+
+
+def _proxied(hook: Hook, trace_id: str) -> bool:
+    """Whether ``agent-replay proxy`` records this trace's model calls: it opened the trace,
+    or joined the one the hook opened (its steps carry ``metadata.proxy``)."""
+    row = execute(hook.store, "SELECT source_format FROM traces WHERE id = ?", [trace_id])
+    if row.fetchone()[0] != hook.dialect.source_format:
+        return True
+    found = execute(
+        hook.store,
+        "SELECT 1 FROM steps WHERE trace_id = ? AND step_type = 'llm_call' "
+        "AND metadata LIKE ? LIMIT 1",
+        [trace_id, '%"proxy":%'],
+    )
+    return found.fetchone() is not None
 
 
 def _note_error(hook: Hook, message: str) -> None:
