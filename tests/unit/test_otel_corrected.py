@@ -61,10 +61,12 @@ def test_claude_code_spans_and_logs_make_each_call_one_step(
     """``CLAUDE_CODE_ENHANCED_TELEMETRY_BETA=1`` with the traces exporter: each model call is
     one step (its span and its api_request/assistant_response records merged by request id),
     each tool call one step (span and tool_result merged by tool_use_id, its permission wait
-    and execution folded in as phases): 14 steps, not 31; the agent is ``claude-code``; the
-    calls' tokens are those of the transcript's import."""
+    and execution folded in as phases): 14 steps, not 31, in the session's one trace; the
+    agent is ``claude-code``; the calls' tokens are those of the transcript's import."""
     (trace,) = [t for t in received if t["session_id"] == CLAUDE_SESSION]
     assert trace["agent_name"] == "claude-code"
+    # One trace per session, as with logs alone (the prompt's interaction span is its turn).
+    assert trace["metadata"]["otel"]["group"] == f"s:claude-code:{CLAUDE_SESSION}"
     assert [s["step_type"] for s in trace["steps"]] == [
         "thought",
         *["llm_call", "decision", "tool_call"] * 4,
@@ -184,3 +186,27 @@ def test_codex_telemetry_is_one_trace_per_conversation(
         bool(t["error"]) for t in typed(rollout, "tool_call")
     ]
     assert len(typed(trace, "decision")) == 4
+
+
+def test_claude_code_turns_with_traces_on_are_one_session_trace() -> None:
+    """Claude Code exports an OTel trace per prompt (its ``claude_code.interaction`` span):
+    a session of two prompts is one trace, each turn's calls at its top level."""
+    from otelkit import build, span, traces_payload
+
+    session = {"session.id": "s-1", "gen_ai.conversation.id": "s-1"}
+    turn = {"gen_ai.operation.name": "invoke_agent", "span.type": "interaction", **session}
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "claude-opus-5-5", **session}
+    (trace,) = build(
+        traces_payload(
+            span("1", "a", "claude_code.interaction", turn, start=0, end=3),
+            span("1", "b", "claude_code.llm_request", chat, parent="a", start=1, end=2),
+            span("2", "c", "claude_code.interaction", turn, start=10, end=13),
+            span("2", "d", "claude_code.llm_request", chat, parent="c", start=11, end=12),
+            service="claude-code",
+        )
+    )
+    assert trace["agent_name"] == "claude-code" and trace["session_id"] == "s-1"
+    assert [(s["step_type"], s["parent_step"]) for s in trace["steps"]] == [
+        ("llm_call", None),
+        ("llm_call", None),
+    ]

@@ -50,6 +50,7 @@ from agent_replay.services.otel.spans import (
 __all__ = ["Group", "build_trace", "otel_trace_group", "trace_id_for"]
 
 _MAX_LISTED_TRACE_IDS = 50
+CLAUDE_SERVICE = "claude-code"
 
 
 @dataclass
@@ -78,6 +79,20 @@ def otel_trace_group(trace_id: str, spans: list[dict[str, Any]]) -> str:
             service = (spans[0].get("resource") or {}).get("service.name")
             return semconv.session_group(service, conversation)
         return fallback
+    if spans and (spans[0].get("resource") or {}).get("service.name") == CLAUDE_SERVICE:
+        # Claude Code starts an OTel trace per prompt (``claude_code.interaction``): its turns
+        # join the session's group, which its log events join too (one trace per session,
+        # whether traces are exported or only logs).
+        session = next(
+            (
+                semconv.session_id(s["attributes"])
+                for s in spans
+                if semconv.session_id(s["attributes"])
+            ),
+            None,
+        )
+        if session is not None:
+            return semconv.session_group(CLAUDE_SERVICE, session)
     if not spans or any(semconv.is_agent_span(s) for s in spans):
         return fallback
     ids = {s["span_id"] for s in spans}
@@ -123,6 +138,8 @@ def build_trace(group: Group) -> dict[str, Any] | None:
             asm.children[node.parent].append(node.key)
     apply_logs(asm, group.logs)
     fold_phases(asm)
+    if group.key.startswith(f"s:{CLAUDE_SERVICE}:"):
+        _drop_turn_spans(asm)
     link_tool_calls(asm)
 
     ordered = order_nodes(asm.nodes)
@@ -152,6 +169,16 @@ def build_trace(group: Group) -> dict[str, Any] | None:
     if codex:
         _fold_codex_spans(trace, codex)
     return trace
+
+
+def _drop_turn_spans(asm: Assembly) -> None:
+    """A Claude Code session's ``claude_code.interaction`` spans (one per prompt) are its
+    turns, which the prompt steps already mark: not steps of their own; their calls move up."""
+    for key in [k for k, n in asm.nodes.items() if n.from_span and semconv.is_agent_span_step(n)]:
+        node = asm.nodes.pop(key)
+        for child in asm.nodes.values():
+            if child.parent == key:
+                child.parent = node.parent
 
 
 def _fold_codex_spans(trace: dict[str, Any], spans: list[dict[str, Any]]) -> None:

@@ -141,6 +141,12 @@ def is_agent_span(span: dict[str, Any]) -> bool:
     return False
 
 
+def is_agent_span_step(node: Any) -> bool:
+    """Whether a span step stands for an agent run (``invoke_agent``/``invoke_workflow``)."""
+    attrs = node.step["metadata"].get("attributes") or {}
+    return operation(attrs) in AGENT_OPERATIONS
+
+
 def step_type(span: dict[str, Any]) -> str:
     """The step type of a (non-root) span; ``thought`` for anything that isn't a model call, a
     tool call, a retrieval or a guardrail (chains, tasks, nested agents, plain spans)."""
