@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent_replay.services.redact_rules import ALL_NEEDLES, RULES, secret_key
+from agent_replay.services.redact_rules import ALL_NEEDLES, RULES, Rule, secret_key
 
 PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]{1,40}\]")
 _MAYBE_BARE = re.compile(r"[A-Za-z0-9/+]{40}")
@@ -36,22 +36,14 @@ MIN_SECRET = 6
 
 def might_hold_secret(text: str) -> bool:
     """Whether any rule could match ``text`` (a fast pre-check: false means nothing to do)."""
-    if len(text) < MIN_SECRET:
-        return False
-    lowered = text.lower()
-    return any(n in lowered for n in ALL_NEEDLES) or _MAYBE_BARE.search(text) is not None
+    return bool(_active_rules(text))
 
 
-def find_secrets(text: str) -> list[tuple[int, int, str]]:
-    """The secrets in ``text``: non-overlapping ``(start, end, kind)``, in order."""
-    if len(text) < MIN_SECRET:
-        return []
-    lowered = text.lower()
-    if any(n in lowered for n in ALL_NEEDLES):
-        active = [r for r in RULES if not r.needles or any(n in lowered for n in r.needles)]
-    elif _MAYBE_BARE.search(text) is not None:
-        active = list(_NEEDLELESS)
-    else:
+def find_secrets(text: str, active: list[Rule] | None = None) -> list[tuple[int, int, str]]:
+    """The secrets in ``text``: non-overlapping ``(start, end, kind)``, in order (``active``:
+    the rules to apply, when the caller already knows them)."""
+    active = _active_rules(text) if active is None else active
+    if not active:
         return []
     taken = []
     if "[REDACTED:" in text:
@@ -60,9 +52,9 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     for order, rule in enumerate(active):
         for match in rule.pattern.finditer(text):
             start, end = match.span(rule.group)
-            if rule.check is not None and not rule.check(text[start:end]):
+            if start >= end or (rule.check is not None and not rule.check(text[start:end])):
                 continue
-            if start < end and not any(s < end and start < e for s, e in taken):
+            if not any(s < end and start < e for s, e in taken):
                 found.append((start, -end, order, rule.kind))
     if not found:
         return []
@@ -76,9 +68,22 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     return spans
 
 
-def redact_text(text: str) -> str:
+def _active_rules(text: str) -> list[Rule]:
+    """The rules that could match ``text`` (their needles occur in it), most specific first."""
+    if len(text) < MIN_SECRET:
+        return []
+    lowered = text.lower()
+    present = [n for n in ALL_NEEDLES if n in lowered]
+    if present:
+        return [r for r in RULES if not r.needles or any(n in present for n in r.needles)]
+    if _MAYBE_BARE.search(text) is not None:
+        return list(_NEEDLELESS)
+    return []
+
+
+def redact_text(text: str, active: list[Rule] | None = None) -> str:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]`` (one pass, no nesting)."""
-    spans = find_secrets(text)
+    spans = find_secrets(text, active)
     if not spans:
         return text
     parts = []
@@ -94,7 +99,8 @@ def redact_text(text: str) -> str:
 def redact_string(text: str) -> str:
     """A string value redacted: as JSON (parsed, redacted structurally, re-encoded) when it
     holds a JSON object or array, else as text."""
-    if not might_hold_secret(text):
+    active = _active_rules(text)
+    if not active:
         return text
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
@@ -111,7 +117,7 @@ def redact_string(text: str) -> str:
                 redacted, ensure_ascii=False, separators=(",", ":") if compact else None
             )
             return text[: len(text) - len(text.lstrip())] + encoded
-    return redact_text(text)
+    return redact_text(text, active)
 
 
 def _secret_field(key: Any, item: Any) -> bool:
@@ -170,7 +176,7 @@ def identity(value: Any) -> Any:
 def redact_payload_text(text: str) -> str:
     """A JSON document (a hook payload) redacted as a value and re-encoded; text that is not
     JSON is redacted as text. Unchanged text is returned as it is."""
-    if not might_hold_secret(text):
+    if len(text) < 1_000_000 and not might_hold_secret(text):  # (a big one is parsed at once)
         return text
     try:
         parsed = json.loads(text)

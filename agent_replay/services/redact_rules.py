@@ -128,8 +128,11 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "azure_key",
         # A storage account key: 64 random bytes in base64 (86 characters and "==").
-        r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{86}==(?![A-Za-z0-9+/=])",
+        # The first branch swallows longer base64 runs whole (base64 data), so the scan skips
+        # them in one step instead of trying every position inside them.
+        r"[A-Za-z0-9+/=]{89,}|(?<![A-Za-z0-9+/])([A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])",
         ("==",),
+        1,
     ),
     _rule("azure_sas", r"[?&]sig=([A-Za-z0-9%/+=]{20,200})", ("sig=",), 1),
     _rule(
@@ -179,9 +182,12 @@ RULES: tuple[Rule, ...] = (
         "aws_secret_key",
         # The secret access key itself: 40 base64 characters with upper case, lower case and a
         # digit, standing alone (a git SHA is lower-case hex; base64 data is a longer run).
-        r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
-        r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])",
+        # (The first branch swallows longer runs whole, as for azure_key.)
+        r"[A-Za-z0-9/+=]{41,}|(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])"
+        r"(?=[A-Za-z0-9/+]{0,39}[a-z])(?=[A-Za-z0-9/+]{0,39}[0-9])([A-Za-z0-9/+]{40})"
+        r"(?![A-Za-z0-9/+=])",
         (),
+        1,
         check=_few_slashes,
     ),
 )

@@ -11,11 +11,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,9 @@ FIXTURE_EVENTS = {
 }
 COLUMNS = ("claude", "codex", "gemini", "plain")
 """The reply formats: each harness's JSON, and ``--plain`` (with Claude Code's payload)."""
-DEADLINE_S = 20.0
-"""Every decision, even of 50 MB, must come well inside the harnesses' 60 s hook timeout."""
+CPU_BUDGET_S = 10.0
+"""Each decision, even of 50 MB, costs well under the harnesses' 60 s hook timeout. Measured as
+the processes' CPU time, not wall time: the machine the suite runs on may be busy."""
 
 
 def base_payload(harness: str) -> dict[str, Any]:
@@ -126,10 +127,17 @@ def assert_blocked(column: str, code: int, out: bytes, err: bytes, expect: str) 
     assert reason.startswith("Blocked by agent-replay guard: ") and expect in reason, reason
 
 
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_matrix(
     store_dir: Path, case: str, expect: str, *, between: Callable[[], None] | None = None
 ) -> None:
-    """Every reply format under ``--enforce``, and capture mode, on one input, in parallel."""
+    """Every reply format under ``--enforce``, and capture mode, on one input, in parallel;
+    each run within ``CPU_BUDGET_S``."""
+    began = children_cpu()
     runs = []
     for column in COLUMNS:
         harness = "claude" if column == "plain" else column
@@ -143,6 +151,7 @@ def run_matrix(
         between()  # e.g. release a lock the capture run is waiting on
     code, out, err = finish(capture)
     assert (code, out, err) == (0, b"", b"")
+    assert (children_cpu() - began) / (len(runs) + 1) < CPU_BUDGET_S
 
 
 @pytest.fixture
@@ -174,9 +183,7 @@ EXPECT = {
 
 @pytest.mark.parametrize("case", PAYLOAD_CASES)
 def test_hostile_payloads_are_refused_or_decided_never_allowed(guarded: Path, case: str) -> None:
-    began = time.perf_counter()
     run_matrix(guarded, case, EXPECT[case])
-    assert time.perf_counter() - began < DEADLINE_S
 
 
 def _locked(store_dir: Path) -> Callable[[], None]:
