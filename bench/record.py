@@ -23,6 +23,11 @@ What runs:
 
 Run by hand: ``.venv/bin/python bench/record.py [--runs 5] [--events 200000]``. Stdlib and the
 project only. Exits 1 when ours misses 20,000 events/s.
+
+``--redaction`` compares ``record`` (redacting, the default) with ``record --no-redact`` on the
+same stream instead (exits 1 when redaction costs more than 15% CPU); ``--text`` makes every
+tool output ~1.5 KB of log text that mentions keys, tokens and passwords (so the rules, not just
+their pre-check, run), with a real-looking token in about one in twenty.
 """
 
 from __future__ import annotations
@@ -80,8 +85,23 @@ def _ts(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
-def generate(n_events: int, seed: int) -> tuple[list[bytes], int]:
-    """The event lines, and how many steps they make."""
+def _rich(rng: random.Random) -> str:
+    """``--text``: a tool output as redaction meets it: ~1.5 KB of log lines mentioning keys,
+    tokens and passwords, a URL, JSON held in a string, and now and then a real-looking
+    secret (the rules run on every line, not just their cheap pre-check)."""
+    lines = [_text(rng, 8, 16) for _ in range(8)]
+    lines.append(f"GET https://api.example.com/v1/items?page={rng.randint(1, 9)} token refreshed")
+    lines.append(json.dumps({"password_policy": "strong", "api_key_name": "prod", "n": 3}))
+    lines.append(f"export CACHE_KEY_PREFIX=bench{rng.randint(100, 999)}")
+    if rng.random() < 0.05:
+        lines.append(
+            "export GITHUB_TOKEN=ghp_" + "".join(rng.choice("abcXYZ0189") for _ in range(36))
+        )
+    return "\n".join(lines)
+
+
+def generate(n_events: int, seed: int, text: bool = False) -> tuple[list[bytes], int]:
+    """The event lines, and how many steps they make (``text``: tool outputs are ``_rich``)."""
     rng = random.Random(seed)
     per_trace = (n_events - 2 * TRACES) // TRACES
     streams: list[list[dict[str, Any]]] = []
@@ -127,7 +147,7 @@ def generate(n_events: int, seed: int) -> tuple[list[bytes], int]:
                     "type": "step_end",
                     "trace_id": tid,
                     "call_id": cid,
-                    "output": {"result": _text(rng, 6, 20), "ok": True},
+                    "output": {"result": _rich(rng) if text else _text(rng, 6, 20), "ok": True},
                     "ended_at": _ts(clock),
                 }
                 if llm:
@@ -319,6 +339,10 @@ def run_ours(cli: str, events: Path, store: Path, env: dict[str, str]) -> tuple[
     return piped([cli, "record", "--dir", str(store)], events, env)
 
 
+def run_no_redact(cli: str, events: Path, store: Path, env: dict[str, str]) -> tuple[float, float]:
+    return piped([cli, "record", "--no-redact", "--dir", str(store)], events, env)
+
+
 def run_baseline(cli: str, events: Path, store: Path, env: dict[str, str]) -> tuple[float, float]:
     subprocess.run([cli, "init", "--dir", str(store)], check=True, capture_output=True, env=env)
     return piped([sys.executable, "-c", BASELINE, str(store / "traces.db")], events, env)
@@ -330,6 +354,13 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(
+        "--redaction",
+        action="store_true",
+        help="compare record (redacting, the default) with record --no-redact instead of the "
+        "baseline; the goal: at most 15%% slower",
+    )
+    parser.add_argument("--text", action="store_true", help="text-heavy tool outputs (_rich)")
+    parser.add_argument(
         "--cold-bytecode",
         action="store_true",
         help="keep the inherited environment (e.g. PYTHONDONTWRITEBYTECODE=1)",
@@ -339,11 +370,13 @@ def main() -> int:
 
     cli = find_cli()
     env = bench_env(args.cold_bytecode)
+    other = run_no_redact if args.redaction else run_baseline
+    other_label = "no-redact" if args.redaction else "baseline"
     with tempfile.TemporaryDirectory(prefix="agent-replay-bench-record-") as tmp:
         work = Path(tmp)
         events = work / "events.jsonl"
         began = time.perf_counter()
-        lines, n_steps = generate(args.events, args.seed)
+        lines, n_steps = generate(args.events, args.seed, args.text)
         events.write_bytes(b"".join(lines))
         digest = hashlib.sha256(events.read_bytes()).hexdigest()
         n_events = len(lines)
@@ -364,7 +397,7 @@ def main() -> int:
         warm_lines, _ = generate(2_000, args.seed + 1)
         warm = work / "warm.jsonl"
         warm.write_bytes(b"".join(warm_lines))
-        for fn in (run_ours, run_baseline):
+        for fn in (run_ours, other):
             fn(cli, warm, work / f"warm-{fn.__name__}", env)
 
         print(f"{runs} runs each, alternating order; every store checked for {expected[:2]}")
@@ -378,7 +411,7 @@ def main() -> int:
         ours_cpu: list[float] = []
         base_cpu: list[float] = []
         for run in range(runs):
-            order = (run_ours, run_baseline) if run % 2 == 0 else (run_baseline, run_ours)
+            order = (run_ours, other) if run % 2 == 0 else (other, run_ours)
             results = {}
             for fn in order:
                 store = work / f"{fn.__name__}-{run}"
@@ -388,9 +421,9 @@ def main() -> int:
                 shutil.rmtree(store)
                 results[fn] = measured
             ours.append(results[run_ours][0])
-            base.append(results[run_baseline][0])
+            base.append(results[other][0])
             ours_cpu.append(results[run_ours][1])
-            base_cpu.append(results[run_baseline][1])
+            base_cpu.append(results[other][1])
             print(
                 f"{run + 1:>4}  {ours[-1]:>8.3f}  {base[-1]:>10.3f}  "
                 f"{n_events / ours[-1]:>10,.0f}  {n_events / base[-1]:>10,.0f}  "
@@ -406,7 +439,7 @@ def main() -> int:
     print(f"{'':<10}  {'median s':>9}  {'events/s':>10}  {'min-max s':>15}  {'events/cpu-s':>12}")
     for label, median, rate, spread, cpu in (
         ("ours", ours_s, ours_rate, ours, ours_cpu),
-        ("baseline", base_s, base_rate, base, base_cpu),
+        (other_label, base_s, base_rate, base, base_cpu),
     ):
         low, high = min(spread), max(spread)
         per_cpu = n_events / statistics.median(cpu)
@@ -415,6 +448,15 @@ def main() -> int:
             f"{per_cpu:>12,.0f}"
         )
     print()
+    if args.redaction:
+        wall = ours_s / base_s - 1
+        cpu = statistics.median(ours_cpu) / statistics.median(base_cpu) - 1
+        within = cpu <= 0.15
+        print(
+            f"redaction costs {wall:+.1%} wall, {cpu:+.1%} CPU (medians; goal <= +15% CPU: "
+            f"{'PASS' if within else 'MISS'}); load {os.getloadavg()[0]:.2f}"
+        )
+        return 0 if within else 1
     ok = ours_rate >= GOAL_EVENTS_PER_S
     print(
         f"record: {ours_rate:,.0f} events/s (goal >= {GOAL_EVENTS_PER_S:,}: "
