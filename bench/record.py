@@ -403,8 +403,8 @@ def main() -> int:
         print(f"{runs} runs each, alternating order; every store checked for {expected[:2]}")
         print()
         print(
-            f"{'run':>4}  {'ours s':>8}  {'baseline s':>10}  {'ours ev/s':>10}  "
-            f"{'base ev/s':>10}  {'ours cpu s':>10}  {'base cpu s':>10}"
+            f"{'run':>4}  {'ours s':>8}  {other_label + ' s':>10}  {'ours ev/s':>10}  "
+            f"{'other ev/s':>10}  {'ours cpu s':>10}  {'other cpu s':>10}"
         )
         ours: list[float] = []
         base: list[float] = []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+from typing import Any
 
 import pytest
 
@@ -93,3 +95,61 @@ def test_dotted_attribute_names_count_as_secret_keys() -> None:
     """OpenTelemetry-style dotted names (db.password, ...authorization) are redacted by key."""
     out = redact_value({"db.password": "x1", "http.request.header.authorization": "Basic x"})
     assert set(out.values()) == {"[REDACTED:secret_field]"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "secret_assignment"),
+        ("DATABASE_PASSWORD=s3cr3t-pass!", "secret_assignment"),
+        ("MY_API_KEY=abcdef123456", "secret_assignment"),
+        ("DB_PASS=hunter22", "secret_assignment"),
+        ("export GITHUB_TOKEN=ghp_" + "A1b2" * 9, "github_token"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "basic_auth"),
+        ("curl -u alice:Sup3rSecret https://api.example.com", "curl_password"),
+        ("mysql -u root -pMyS3cretPW -h db", "mysql_password"),
+        ("glpat-" + "x1Y2z3" * 4, "gitlab_token"),
+        ("npm_" + "a1B2c3D4e5" * 3 + "a1B2c3", "npm_token"),
+        ("key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY alone", "aws_secret_key"),
+    ],
+)
+def test_the_forms_the_issue_found_unredacted_are_caught(text: str, expected: str) -> None:
+    assert f"[REDACTED:{expected}]" in redact_text(text)
+
+
+def test_placeholders_never_nest_and_redacting_twice_changes_nothing() -> None:
+    once = redact_text("clone https://deploy:ghp_" + "Z9" * 18 + "@github.com/org/repo.git")
+    assert once == "clone https://deploy:[REDACTED:github_token]@github.com/org/repo.git"
+    assert redact_text(once) == once
+    assert redact_value({"a": once}) == {"a": once}
+
+
+def test_json_held_in_a_string_is_redacted_as_a_value() -> None:
+    """A token after an escaped newline in JSON text (an OTLP message attribute) is found,
+    and the text stays the JSON it was."""
+    token = "sk-ant-api03-" + "q" * 40
+    attribute = json.dumps([{"role": "user", "content": f"line one\nkey: {token}"}])
+    redacted = redact_value({"gen_ai.input.messages": attribute})["gen_ai.input.messages"]
+    assert token not in redacted
+    assert json.loads(redacted) == [
+        {"role": "user", "content": "line one\nkey: [REDACTED:anthropic_key]"}
+    ]
+
+
+def test_non_secrets_stay_intact() -> None:
+    text = (
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b id 123e4567-e89b-12d3-a456-426614174000 "
+        "png iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ" + "A" * 300 + " max_tokens=1024 "
+        "tokens_used=12 password_hash monkey business /Users/Jane/Projects2024/src/app/main"
+    )
+    assert redact_text(text) == text
+
+
+def test_deep_values_are_redacted_without_recursion() -> None:
+    value: Any = "ghp_" + "k" * 36
+    for _ in range(5000):
+        value = {"a": [value]}
+    out = redact_value(value)
+    for _ in range(5000):
+        out = out["a"][0]
+    assert out == "[REDACTED:github_token]"
