@@ -142,10 +142,43 @@ def _secret_field(key: Any, item: Any) -> bool:
     )
 
 
+_RECURSE = 200
+"""Nesting walked by recursion (fast); deeper values continue with an explicit stack."""
+
+
 def redact_value(value: Any) -> Any:
     """A JSON value with secrets redacted in every string (JSON held in strings included), and
     the whole string value of keys that name a secret. A new value; the input is not changed.
-    Iterative: any nesting depth is safe."""
+    Any nesting depth is safe."""
+    return _walk(value, 0)
+
+
+def _walk(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind is str:
+        return redact_string(value) if len(value) >= MIN_SECRET else value
+    if kind is not dict and kind is not list:
+        if isinstance(value, str | dict | list):  # a subclass: the general walk
+            return _walk_deep(value)
+        return value
+    if depth >= _RECURSE:
+        return _walk_deep(value)
+    if kind is list:
+        return [_walk(item, depth + 1) for item in value]
+    out = {}
+    for key, item in value.items():
+        if type(item) is str:
+            if _secret_field(key, item):
+                out[key] = "[REDACTED:secret_field]"
+            else:
+                out[key] = redact_string(item) if len(item) >= MIN_SECRET else item
+        else:
+            out[key] = _walk(item, depth + 1)
+    return out
+
+
+def _walk_deep(value: Any) -> Any:
+    """``redact_value`` with an explicit stack (no recursion, any depth)."""
     if isinstance(value, str):
         return redact_string(value)
     if not isinstance(value, dict | list):
