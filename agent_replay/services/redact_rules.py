@@ -170,7 +170,9 @@ RULES: tuple[Rule, ...] = (
         "secret_assignment",
         # NAME=value, export NAME=value, name: value, "name": "value" (also JSON-escaped) for
         # names containing key, secret, token, password, pass, pwd or credential.
-        r"(?i)(?<![A-Za-z0-9_.\-])(?:export\s{1,5})?\\?[\"']?[A-Za-z0-9_.\-]{0,64}"
+        # The match starts at the name's word (what precedes it in the name does not change
+        # the value), so the scan skips to the letters that can begin one.
+        r"(?i)"
         + _NAME_WORDS
         + r"[A-Za-z0-9_.\-]{0,64}\\?[\"']?\s{0,3}[:=]\s{0,3}\\?[\"']?"
         r"((?![\"'\\$<{\[*]|true\b|false\b|null\b|none\b|\d+(?![^\s\"',;}{\\]))"
