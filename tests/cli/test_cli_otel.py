@@ -348,7 +348,7 @@ def test_decompression_bombs_stay_bounded_and_others_are_answered(store_dir: Pat
 
     giant = 63 * 1024 * 1024
     bomb = gzip.compress(body("b" * 32, "x" * giant), 9)
-    server = Server(store_dir)
+    server = Server(store_dir, "--ack-timeout", "2")  # a bomb waiting its turn: 503 soon
     try:
         gzipped = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
         statuses: list[int] = []
