@@ -54,9 +54,25 @@ def command() -> None:
     show_default=True,
     help="Address to listen on. Anything but loopback exposes the receiver (no auth).",
 )
+@click.option(
+    "--ack-timeout",
+    type=click.FloatRange(min=0.1, max=600),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a request may wait for its data to be on disk before it gets 503 "
+    "(retryable) instead of 200.",
+)
 @click.option("--no-redact", is_flag=True, help="Keep secrets in the recorded text.")
 @dir_option
-def serve(port: int, grpc_port: int, host: str, no_redact: bool, store_dir: Path | None) -> int:
+def serve(
+    port: int,
+    grpc_port: int,
+    host: str,
+    ack_timeout: float,
+    no_redact: bool,
+    store_dir: Path | None,
+) -> int:
     """Run an OTLP receiver (HTTP and gRPC) that records what exporters send.
 
     Accepts POST /v1/traces and /v1/logs in OTLP/protobuf and OTLP/JSON, gzip-compressed or
@@ -65,8 +81,10 @@ def serve(port: int, grpc_port: int, host: str, no_redact: bool, store_dir: Path
     their agent root (invoke_agent / invoke_workflow; a span tree without one becomes a trace
     of its own); Claude Code and Gemini CLI log events become one trace per session.
     Redelivered batches add nothing; spans arriving out of order merge into one trace.
-    Requests are answered at once and written by a background writer process; Ctrl-C (or
-    SIGTERM) stops the server after writing everything received. Exits 0 then, 1 if
+    A request is answered 200 only once its data is committed to the store (fsync'd) by the
+    writer process, which commits whatever arrived meanwhile together; one that can't be
+    made durable within --ack-timeout gets 503 with Retry-After, which exporters retry.
+    Ctrl-C (or SIGTERM) stops the server after writing everything received. Exits 0 then, 1 if
     something could not be written.
 
     \b
@@ -108,6 +126,7 @@ def serve(port: int, grpc_port: int, host: str, no_redact: bool, store_dir: Path
         host=host,
         port=port,
         grpc_port=grpc_port or None,
+        ack_timeout_s=ack_timeout,
         redact=redaction(no_redact, store_dir),
         log=lambda line: say(f"otel serve: {line}"),
         error_log=folder / "logs" / "agent-replay.log",

@@ -53,7 +53,7 @@ def cap_text(text: str, max_bytes: int) -> str:
     keep = data[: max(0, max_bytes - len(marker.encode()))].decode("utf-8", "ignore")
     # The cut may fall inside a secret, and a secret's first few characters match no
     # redaction rule: the word-like run the cut ends in goes too.
-    tail = _TOKEN_TAIL.search(keep)
+    tail = _TOKEN_TAIL.search(keep, max(0, len(keep) - 512))  # (from the end: linear)
     if tail is not None:
         keep = keep[: tail.start()]
     return keep + marker
@@ -98,6 +98,19 @@ def cap_value(value: Any, max_bytes: int = DEFAULT_MAX_VALUE_BYTES, _depth: int 
             _depth,
         )
     return value
+
+
+def cap_payload_text(text: str, max_bytes: int | None = None) -> str:
+    """A JSON document (a hook payload) with its values capped, re-encoded; other text capped
+    as text. Text within the cap is returned as it is (the common case costs one ``len``)."""
+    limit = max_bytes or max_value_bytes()
+    if len(text) <= limit // 4:
+        return text
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return cap_text(text, limit)
+    return json.dumps(cap_value(parsed, limit), ensure_ascii=False)
 
 
 def capped(redactor: Callable[[Any], Any], max_bytes: int) -> Callable[[Any], Any]:

@@ -301,3 +301,82 @@ def test_every_acknowledged_trace_survives_a_sigkill(store_dir: Path) -> None:
     assert code == 0
     stored = {r[0] for r in rows(store_dir, "SELECT otel_trace_id FROM traces")}
     assert [t for t in acked if t not in stored] == []
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (its writer), from every thread's ``children`` list."""
+    found: list[int] = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as children:
+                found += [int(child) for child in children.read().split()]
+        except FileNotFoundError:
+            continue  # a thread that just ended
+    return found
+
+
+def _peak_mb(pid: int) -> int:
+    """A process's peak resident memory (``VmHWM``), in MB."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_decompression_bombs_stay_bounded_and_others_are_answered(store_dir: Path) -> None:
+    """Four concurrent gzip bodies just under the decompression cap (a 63 MiB attribute in
+    each, 64 KB on the wire): they take turns (the others wait, or get a retryable 503), the
+    receiver and its writer stay under 500 MB, small requests are answered meanwhile, and a
+    stored giant value is capped to 1 MiB with its size and digest."""
+    import gzip
+    import threading
+
+    def body(trace_id: str, value: str) -> bytes:
+        span = {
+            "traceId": trace_id,
+            "spanId": "0000000000000001",
+            "name": "chat",
+            "kind": 1,
+            "startTimeUnixNano": "1767261600000000000",
+            "endTimeUnixNano": "1767261601000000000",
+            "attributes": [{"key": "gen_ai.completion", "value": {"stringValue": value}}],
+        }
+        request = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "t"}, "spans": [span]}]}]}
+        return json.dumps(request).encode()
+
+    giant = 63 * 1024 * 1024
+    bomb = gzip.compress(body("b" * 32, "x" * giant), 9)
+    server = Server(store_dir, "--ack-timeout", "2")  # a bomb waiting its turn: 503 soon
+    try:
+        gzipped = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+        statuses: list[int] = []
+        bombs = [
+            threading.Thread(
+                target=lambda: statuses.append(server.post("/v1/traces", bomb, gzipped))
+            )
+            for _ in range(4)
+        ]
+        for thread in bombs:
+            thread.start()
+        plain = {"Content-Type": "application/json"}
+        small = [server.post("/v1/traces", body(f"{n:032x}", "hi"), plain) for n in range(1, 4)]
+        for thread in bombs:
+            thread.join()
+        assert small == [200, 200, 200]
+        assert 200 in statuses and set(statuses) <= {200, 503}
+        writers = _children(server.process.pid)
+        peak = _peak_mb(server.process.pid) + sum(_peak_mb(pid) for pid in writers)
+        assert peak < 500, peak
+    finally:
+        code, _ = server.stop()
+    assert code == 0
+    # The span's attributes land in its step's metadata: the giant one capped, kept whole
+    # up to 1 MiB, with its original size and digest.
+    [(kept,)] = rows(
+        store_dir,
+        "SELECT metadata FROM steps WHERE trace_id IN "
+        f"(SELECT id FROM traces WHERE otel_trace_id = '{'b' * 32}')",
+    )
+    assert len(kept) < 2 * 1024 * 1024 and f"{giant} bytes, sha256:" in kept

@@ -719,3 +719,19 @@ def test_fd_reader_follows_a_growing_file_until_told_the_writer_is_done(tmp_path
         reader.lines.clear()
     assert got == [b"two", b"thr"] and reader.eof
     os.close(fd)
+
+
+def test_an_event_without_a_time_is_stamped_when_its_line_was_read(store: Store) -> None:
+    """Live capture stamps the moment a line was read from the pipe (``pump`` sets it), not
+    the moment the recorder got to it: a busy batch must not shift the steps' times."""
+    engine = EventEngine(store)  # the system clock: stamps are real times
+    read_at = 1_767_261_600.25  # 2026-01-01T10:00:00.250Z
+    with store.write():
+        engine.begin_batch()
+        engine.arrived_at = read_at
+        engine.feed_line(json.dumps(ev("trace_start", agent_name="a")).encode(), "line 1")
+        engine.feed_line(json.dumps(ev("step", step_type="thought")).encode(), "line 2")
+        engine.end_batch()
+    [trace_id] = engine.report.traces
+    trace = get_trace(store, trace_id)
+    assert trace.started_at == trace.steps[0].started_at == "2026-01-01T10:00:00.250Z"

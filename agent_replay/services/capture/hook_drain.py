@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,11 @@ from agent_replay.store.db import DB_ERRORS, Store, mask_url
 from agent_replay.store.writes import execute
 
 BATCH = 25  # a hook arriving mid-batch waits for the write lock at most ~25 ms
+CHUNK_S = 0.1
+"""The longest one drain transaction holds the write lock before it commits (a payload that
+takes longer alone is still recorded whole, in a transaction of its own)."""
+BIG_PAYLOAD = 256 * 1024
+"""A payload this large (as queued) is parsed before a transaction of its own begins."""
 RECEIPT_DAYS = 30
 """How long a target store keeps a delivered payload's receipt (its spool row is deleted
 right after delivery; the receipt only matters if that delete never happened)."""
@@ -159,15 +165,23 @@ def _options(row: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _apply(target: Store, row: Any, clock: Clock) -> None:
-    """Record one payload in ``target`` (inside the caller's transaction)."""
-    from agent_replay.services.capture.hooks import apply_hook_payload
-
+def _parse(row: Any) -> tuple[Any, dict[str, Any]]:
+    """A queued payload's data and settings (parsed before the write lock is taken: a large
+    payload's parse must not hold up the hooks waiting to queue theirs)."""
     _, received_ms, payload, options = row
     settings = {**json.loads(options), "received_ms": received_ms}
     settings.pop("db_url", None)
     settings.pop("spool_key", None)
-    data = json.loads(payload)
+    return json.loads(payload), settings
+
+
+def _apply(
+    target: Store, row: Any, clock: Clock, parsed: tuple[Any, dict[str, Any]] | None = None
+) -> None:
+    """Record one payload in ``target`` (inside the caller's transaction)."""
+    from agent_replay.services.capture.hooks import apply_hook_payload
+
+    data, settings = parsed if parsed is not None else _parse(row)
     apply_hook_payload(target, data, settings, clock)
     if "guard" in settings:  # decided by `hook --enforce`
         from agent_replay.services.guard.record import record_guard_check
@@ -178,16 +192,40 @@ def _apply(target: Store, row: Any, clock: Clock) -> None:
 def _apply_local(
     store: Store, rows: list[Any], clock: Clock, store_dir: Path | None, report: DrainReport
 ) -> None:
-    """Payloads for the local store: recorded and removed from the inbox in one transaction."""
-    with store.write():
-        for row in rows:
-            try:
-                with store.db.atomic():  # a savepoint: a failure drops this payload only
-                    _apply(store, row, clock)
-            except Exception as exc:  # noqa: BLE001 - one bad payload never stops the queue
-                _report(store_dir, row[0], exc)
-            execute(store, "DELETE FROM hook_inbox WHERE id = ?", [row[0]])
-            report.done += 1
+    """Payloads for the local store: each recorded and removed from the inbox in one
+    transaction, several a transaction while they are quick, a new transaction once one has
+    held the write lock ``CHUNK_S`` (a large payload never makes the hooks queueing theirs
+    wait long); each payload is parsed before the lock is taken."""
+    index = 0
+    while index < len(rows):
+        parsed = _parse_or_none(rows[index])
+        with store.write():
+            began = time.monotonic()
+            while True:
+                row = rows[index]
+                index += 1
+                try:
+                    if isinstance(parsed, BaseException):
+                        raise parsed
+                    with store.db.atomic():  # a savepoint: a failure drops this payload only
+                        _apply(store, row, clock, parsed)
+                except Exception as exc:  # noqa: BLE001 - one bad payload never stops the queue
+                    _report(store_dir, row[0], exc)
+                execute(store, "DELETE FROM hook_inbox WHERE id = ?", [row[0]])
+                report.done += 1
+                if index >= len(rows) or time.monotonic() - began >= CHUNK_S:
+                    break
+                if len(rows[index][2] or "") > BIG_PAYLOAD:
+                    break  # parse it outside the lock, in the next transaction
+                parsed = _parse_or_none(rows[index])
+
+
+def _parse_or_none(row: Any) -> tuple[Any, dict[str, Any]] | Exception:
+    """``_parse``, or the error that says why the payload can't be read."""
+    try:
+        return _parse(row)
+    except Exception as exc:  # noqa: BLE001 - reported (and the payload dropped) by the caller
+        return exc
 
 
 def _deliver(

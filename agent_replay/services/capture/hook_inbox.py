@@ -75,6 +75,10 @@ def insert(conn: sqlite3.Connection, payload: str, options: dict[str, Any]) -> N
     """The inbox INSERT on an open connection (autocommitted). Unless ``options["redact"]``
     is false, the payload is redacted first: a queued or spooled payload (one waiting for an
     unreachable team store too) never holds a secret on disk."""
+    if len(payload) > 1 << 18:  # a huge payload: its values capped first (services/limits)
+        from agent_replay.services.limits import cap_payload_text  # deferred: rarely needed
+
+        payload = cap_payload_text(payload)
     if options.get("redact", True):
         from agent_replay.services.redact import redact_payload_text  # deferred: ~3 ms
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from agent_replay.clock import Clock
+from agent_replay.services import limits
 from agent_replay.services.otel import normalize
 from agent_replay.services.otel.protocol import (
     JSON,
@@ -57,11 +58,16 @@ DEFAULT_PORT = 4318
 MAX_BODY = 32 * 1024 * 1024
 """The largest request body accepted as sent (the OpenTelemetry Collector's default is 20 MiB;
 Gemini CLI's log posts reach a few hundred KiB)."""
-MAX_DECOMPRESSED = 128 * 1024 * 1024
-"""The largest body accepted after decompression (a gzip bomb stops here)."""
+MAX_DECOMPRESSED = 64 * 1024 * 1024
+"""The largest body accepted after decompression (a gzip bomb stops here). Decoding holds a
+few copies of a body (its bytes, the parsed message, the items), so this bounds the
+receiver's memory at a few hundred MB with ``MAX_INFLIGHT``."""
 ACK_TIMEOUT_S = 10.0
 """How long a request waits for its items to be on disk; then 503 with ``Retry-After`` (the
 items may still land: a retry is idempotent, spans are keyed by trace and span id)."""
+MAX_INFLIGHT = 80 * 1024 * 1024
+"""The most decompressed bytes decoded at once over all requests (see ``_Budget``): one
+request at the decompression cap plus many ordinary ones."""
 IDLE_TIMEOUT_S = 120.0
 """A keep-alive connection idle this long is closed (its thread ends)."""
 
@@ -124,6 +130,34 @@ class ReceiverStats:
     """Requests answered with an error status."""
 
 
+class _Budget:
+    """Bytes of request bodies being decompressed and decoded at once, over all requests:
+    four concurrent decompression bombs take their turns instead of four times the memory."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, size: int, timeout: float) -> bool:
+        """Take ``size`` bytes (a request larger than the whole budget waits to be alone);
+        ``False`` when there was no room within ``timeout`` seconds."""
+        size = min(size, self.total)
+        with self._cond:
+            return self._cond.wait_for(lambda: self.used + size <= self.total, timeout) and (
+                self._take(size)
+            )
+
+    def _take(self, size: int) -> bool:
+        self.used += size
+        return True
+
+    def release(self, size: int) -> None:
+        with self._cond:
+            self.used -= min(size, self.total)
+            self._cond.notify_all()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True  # idle keep-alive connections must not hold up shutdown
     request_queue_size = 128
@@ -174,6 +208,8 @@ class OtelReceiver:
         error_log: where tracebacks of unexpected failures go.
         ack_timeout_s: how long a request waits for its items to be committed before it is
             answered 503 (retryable) instead of 2xx.
+        max_inflight: the most decompressed bytes being decoded at once, over all requests
+            (a request waits for room, up to ``ack_timeout_s``, then gets 503).
 
     Example:
         >>> receiver = OtelReceiver(Path(".agent-replay/traces.db"), port=0)
@@ -197,11 +233,15 @@ class OtelReceiver:
         log: Log | None = None,
         error_log: Path | None = None,
         ack_timeout_s: float = ACK_TIMEOUT_S,
+        max_inflight: int = MAX_INFLIGHT,
     ) -> None:
         self.host = host
         self.ack_timeout_s = ack_timeout_s
         self.port = port
-        self.redact = redact_value if redact else identity
+        # Every value capped (services/limits) before it is redacted: one giant attribute
+        # costs its first MiB, not its size, in every step after decompression.
+        self.redact = limits.capped(redact_value if redact else identity, limits.max_value_bytes())
+        self.budget = _Budget(max_inflight)
         self.max_body = max_body
         self.max_decompressed = max_decompressed
         self.stats = ReceiverStats()
@@ -326,8 +366,18 @@ class OtelReceiver:
             ProtocolError: the request is refused with that HTTP status: 400 malformed, 413 over
                 a cap, 415 an unknown coding, 503 (retry later) queue full or shutting down.
         """
-        body = decompress(body, encoding, self.max_decompressed)
-        decoded = normalize.decode(signal, media, body, self.redact)
+        cost = self._cost(body, encoding)
+        if not self.budget.acquire(cost, self.ack_timeout_s):
+            raise ProtocolError(503, "too many large requests being decoded; retry later")
+        try:
+            raw = decompress(
+                body, encoding, cost if cost < self.max_decompressed else self.max_decompressed
+            )
+            del body
+            decoded = normalize.decode(signal, media, raw, self.redact)
+            del raw
+        finally:
+            self.budget.release(cost)
         with self._lock:
             if self._closing:
                 raise ProtocolError(503, "the receiver is shutting down")
@@ -357,6 +407,18 @@ class OtelReceiver:
                 f"{decoded.rejected} span(s) without a valid trace id or span id were dropped",
             )
         return Outcome()
+
+    def _cost(self, body: bytes, encoding: str | None) -> int:
+        """What decoding ``body`` may take of the budget: its size, or for gzip the size its
+        trailer announces (a bomb says it is big; a stream that lies is cut at that size with
+        413), else the decompression cap."""
+        coding = (encoding or "identity").strip().lower()
+        if coding in ("", "identity"):
+            return len(body)
+        if coding in ("gzip", "x-gzip") and len(body) >= 18 and body[:2] == b"\x1f\x8b":
+            announced = int.from_bytes(body[-4:], "little") + 64 * 1024  # (mod 2^32: a hint)
+            return min(self.max_decompressed, max(announced, len(body)))
+        return self.max_decompressed
 
     def count_refused(self) -> None:
         """Count a request refused by a transport (the gRPC server)."""
