@@ -22,7 +22,7 @@ from textual.widgets import Footer, Header, Input, Label, Static
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe
 from agent_replay.screens.base import TraceScreen
 from agent_replay.widgets.step_detail import StepDetail
-from agent_replay.widgets.step_timeline import StepRow, StepTimeline
+from agent_replay.widgets.step_timeline import StepRow, StepTimeline, step_rows
 
 STATUS_STYLES = {
     "completed": "bold $text-success",
@@ -199,7 +199,7 @@ class TimelineScreen(TraceScreen):
 
     def prepare_trace(self, trace: dict[str, Any]) -> list[StepRow]:
         """The timeline's rows, built in the worker."""
-        return [StepRow.from_step(step) for step in trace["steps"]]
+        return step_rows(trace["steps"])
 
     @on(TraceScreen.TraceLoaded)
     def show_trace(self, message: TraceScreen.TraceLoaded) -> None:

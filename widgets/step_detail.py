@@ -23,6 +23,7 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from agent_replay.display import fmt_int, fmt_ms, fmt_time, safe
+from agent_replay.services.outcome import outcome_note
 from agent_replay.trace.io import dumps_bytes
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
@@ -181,9 +182,18 @@ def title_content(step: Mapping[str, Any]) -> Content:
         fact("parent ", f"#{step['parent_step']}")
     if step.get("caused_by_step") is not None:
         fact("caused by ", f"#{step['caused_by_step']}")
-    if not facts:
-        return first
-    return Content("\n").join([first, Content(" · ").join(facts)])
+    lines = [first]
+    if facts:
+        lines.append(Content(" · ").join(facts))
+    note = outcome_note(dict(step))
+    if note:
+        lines.append(
+            Content.styled(
+                f"○ {note}: the fork has not run this step (fork --rerun re-sends an llm_call)",
+                "italic $text-warning",
+            )
+        )
+    return Content("\n").join(lines)
 
 
 class StepDetail(VerticalScroll):

@@ -30,6 +30,8 @@ from textual.strip import Strip
 
 from agent_replay.display import fmt_int, fmt_ms, safe
 from agent_replay.services.guard.verdict import is_blocked
+from agent_replay.services.outcome import is_not_rerun
+from agent_replay.services.summary import step_summary
 
 STEP_ICONS: dict[str, str] = {
     "thought": "∴",
@@ -54,6 +56,9 @@ STEP_COLORS: dict[str, str] = {
     "guard_check": "#e08fc8",
 }
 """One colour per step type (a Textual colour, usable in TCSS and in ``Content`` styles)."""
+
+MAX_INDENT = 6
+"""Nesting levels shown as indentation (deeper steps line up with the sixth)."""
 
 STRIP_CACHE_SIZE = 256
 """Rendered lines kept: a few screens' worth, whatever the trace's length."""
@@ -81,11 +86,26 @@ class StepRow:
     has_snapshot: bool = False
     blocked: bool = False
     """A guard check that blocked its action (``services.guard.verdict.is_blocked``)."""
+    summary: str = ""
+    """What the step did in one line (``services.summary``), already escaped."""
+    not_rerun: bool = False
+    """A fork's step whose recorded outcome was not copied (``services.outcome``)."""
+    depth: int = 0
+    """How deep the step nests under ``parent_step`` links (a subagent's steps: 1 or more)."""
+    children: int = 0
+    """How many steps nest under this one, at any depth (what folding it hides)."""
+    parent: int | None = None
+    """The step it nests under (``parent_step``, when that step comes before it)."""
 
     @classmethod
-    def from_step(cls, step: Mapping[str, Any]) -> StepRow:
+    def from_step(cls, step: Mapping[str, Any], *, depth: int = 0, children: int = 0) -> StepRow:
         """The row of a step object of the trace format (as the store returns it)."""
         return cls(
+            summary=safe(step_summary(step)),
+            not_rerun=is_not_rerun(dict(step)),
+            depth=depth,
+            children=children,
+            parent=_parent_of(step),
             number=int(step["step_number"]),
             step_type=str(step["step_type"]),
             name=safe(step.get("name") or ""),
@@ -96,6 +116,38 @@ class StepRow:
             has_snapshot=bool(step.get("snapshot")),
             blocked=is_blocked(step),
         )
+
+
+def _parent_of(step: Mapping[str, Any]) -> int | None:
+    parent = step.get("parent_step")
+    if isinstance(parent, int) and 0 < parent < int(step["step_number"]):
+        return parent  # a parent after its child (a producer's mistake) does not nest
+    return None
+
+
+def step_rows(steps: Sequence[Mapping[str, Any]]) -> list[StepRow]:
+    """The timeline's rows of a trace's steps (in step order), with nesting depth and the
+    number of nested steps under each. Linear in the steps times their depth."""
+    depth: dict[int, int] = {}
+    parents: dict[int, int | None] = {}
+    children: dict[int, int] = {}
+    for step in steps:
+        number = int(step["step_number"])
+        parent = _parent_of(step)
+        parents[number] = parent if parent in depth else None
+        depth[number] = depth[parent] + 1 if parent in depth else 0
+        ancestor = parents[number]
+        while ancestor is not None:
+            children[ancestor] = children.get(ancestor, 0) + 1
+            ancestor = parents.get(ancestor)
+    return [
+        StepRow.from_step(
+            step,
+            depth=depth[int(step["step_number"])],
+            children=children.get(int(step["step_number"]), 0),
+        )
+        for step in steps
+    ]
 
 
 def duration_bar(duration_ms: float | None, longest_ms: float, width: int) -> str:
@@ -131,6 +183,13 @@ class StepTimeline(ScrollView, can_focus=True):
         ),
         Binding("home", "first", "First", id="step-first", tooltip="First step", show=False),
         Binding("end", "last", "Last", id="step-last", tooltip="Last step", show=False),
+        Binding(
+            "z",
+            "toggle_nest",
+            "Fold nested",
+            id="fold-nested",
+            tooltip="Fold or unfold the steps nested under this one (a subagent's steps)",
+        ),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -141,6 +200,8 @@ class StepTimeline(ScrollView, can_focus=True):
         "step-timeline--bar-track",
         "step-timeline--blocked",
         "step-timeline--blocked-row",
+        "step-timeline--summary",
+        "step-timeline--not-rerun",
         *(f"step-timeline--{step_type}" for step_type in STEP_ICONS),
     }
 
@@ -159,6 +220,8 @@ class StepTimeline(ScrollView, can_focus=True):
         & > .step-timeline--bar-track { background: $foreground 6%; }
         & > .step-timeline--blocked { color: $text-warning; text-style: bold; }
         & > .step-timeline--blocked-row { background: $warning 18%; }
+        & > .step-timeline--summary { color: $text-muted; }
+        & > .step-timeline--not-rerun { color: $text-warning; text-style: italic; }
         & > .step-timeline--cursor { background: $block-cursor-blurred-background; }
         &:focus > .step-timeline--cursor {
             background: $block-cursor-background;
@@ -197,8 +260,11 @@ class StepTimeline(ScrollView, can_focus=True):
         classes: str | None = None,
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
+        self._all_rows: list[StepRow] = []
         self._rows: list[StepRow] = []
         self._numbers: list[int] = []
+        self.folded_steps: set[int] = set()
+        """Steps whose nested steps are folded away."""
         self._longest_ms = 0.0
         self._number_width = 1
         self.strip_cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(STRIP_CACHE_SIZE)
@@ -219,21 +285,58 @@ class StepTimeline(ScrollView, can_focus=True):
 
     def set_steps(self, rows: Sequence[StepRow], *, select: int | None = None) -> None:
         """Show ``rows`` (in step order) and select step ``select`` (default: the first)."""
-        self._rows = list(rows)
+        self._all_rows = list(rows)
+        self._show_visible()
+        index = self._index_of(select) if select is not None else None
+        self.set_reactive(StepTimeline.cursor, index or 0)
+        self.refresh()
+        self._after_cursor_moved()
+
+    def _show_visible(self) -> None:
+        """Recompute the visible rows: those with no folded step above them."""
+        if self.folded_steps:
+            hidden: set[int] = set()
+            rows = []
+            for row in self._all_rows:
+                if row.parent is not None and (
+                    row.parent in hidden or row.parent in self.folded_steps
+                ):
+                    hidden.add(row.number)
+                else:
+                    rows.append(row)
+            self._rows = rows
+        else:
+            self._rows = self._all_rows
         self._numbers = [row.number for row in self._rows]
         durations = [row.duration_ms or 0.0 for row in self._rows]
         self._longest_ms = max(durations, default=0.0)
         self._number_width = max(1, len(str(max(self._numbers, default=0))))
         self._clear_caches()
         self.virtual_size = Size(0, len(self._rows) + 1)  # + the fixed header line
-        index = self._index_of(select) if select is not None else None
-        self.set_reactive(StepTimeline.cursor, index or 0)
+
+    def action_toggle_nest(self) -> None:
+        """Fold the selected step's nested steps (or the fold it sits in), or unfold them."""
+        if not self._rows:
+            return
+        row = self._rows[self.cursor]
+        target = row.number if (row.children or row.number in self.folded_steps) else row.parent
+        if target is None:
+            return
+        self.folded_steps ^= {target}
+        self._show_visible()
+        self.set_reactive(StepTimeline.cursor, self._index_of(target) or 0)
         self.refresh()
         self._after_cursor_moved()
 
     def select_step(self, number: int) -> bool:
-        """Move the cursor to step ``number``; ``False`` if the trace has no such step."""
+        """Move the cursor to step ``number`` (unfolding what hides it); ``False`` if the
+        trace has no such step."""
         index = self._index_of(number)
+        if index is None and self.folded_steps:
+            self.folded_steps.clear()
+            self._show_visible()
+            self.refresh()
+            index = self._index_of(number)
         if index is None:
             return False
         self.cursor = index
@@ -390,7 +493,10 @@ class StepTimeline(ScrollView, can_focus=True):
         # not partial: the track's translucent background must blend with the widget's
         track = self.get_component_rich_style("step-timeline--bar-track")
         text.append(" " * (_BAR_WIDTH - len(filled)), track)
-        text.append(" " + fmt_ms(row.duration_ms).rjust(_DURATION_WIDTH) + " ")
+        if row.not_rerun:
+            text.append(" " + "not run".rjust(_DURATION_WIDTH) + " ", self._style("not-rerun"))
+        else:
+            text.append(" " + fmt_ms(row.duration_ms).rjust(_DURATION_WIDTH) + " ")
         tokens = fmt_int(row.tokens) if row.tokens is not None else ""
         text.append(tokens.rjust(_TOKENS_WIDTH) + " ")
         if is_cursor:
@@ -414,6 +520,8 @@ class StepTimeline(ScrollView, can_focus=True):
             markers.append(" ⊘", self._style("blocked"))
         elif row.has_error and row.step_type != "error":
             markers.append(" ✗", self._style("error"))
+        if row.not_rerun:
+            markers.append(" ○", self._style("not-rerun"))
         name = Text(row.name or "—", no_wrap=True, end="")
         if not row.name:
             name.stylize(self._style("muted"))
@@ -421,7 +529,18 @@ class StepTimeline(ScrollView, can_focus=True):
             name.stylize(self._style("blocked"))
         elif row.has_error:
             name.stylize(self._style("error"))
-        name.truncate(max(1, width - markers.cell_len), overflow="ellipsis")
+        lead = Text(" " * min(row.depth, MAX_INDENT), end="")
+        if row.children:
+            lead.append("▸ " if row.number in self.folded_steps else "▾ ", self._style("muted"))
+        name = Text.assemble(lead, name, no_wrap=True, end="")
+        room = max(1, width - markers.cell_len)
+        name.truncate(room, overflow="ellipsis")
         name.append_text(markers)
+        if row.number in self.folded_steps:
+            name.append(f" +{row.children}", self._style("muted"))
+        if row.not_rerun:
+            name.append(" not re-run", self._style("not-rerun"))
+        elif row.summary and name.cell_len + 3 < width:
+            name.append("  " + row.summary, self._style("summary"))
         name.truncate(width, overflow="ellipsis", pad=True)
         return name

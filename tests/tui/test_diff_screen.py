@@ -177,7 +177,8 @@ async def test_d_in_a_fork_timeline_diffs_against_the_parent(seeded_store, tui) 
         assert screen.diff is not None
         assert screen.diff.counts == {"matched": 5, "changed": 1, "inserted": 0, "deleted": 0}
         changed = screen.diff.pairs[5]
-        assert [d.path for d in changed.differences] == ["input.timeout_s"]
+        # the edit, and step 6's recorded output not copied (not re-run)
+        assert [d.path for d in changed.differences] == ["input.timeout_s", "output"]
         assert _view(app).cursor == 5  # it opens on the first divergence
         assert "input.timeout_s  changed\n A  30\n B  120" in _detail(app).text
 

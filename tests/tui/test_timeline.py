@@ -70,9 +70,45 @@ async def test_steps_appear_in_order(seeded_store, tui) -> None:
         assert [row.name for row in timeline.rows] == TOOLCHAIN_NAMES
         lines = _visible_lines(timeline)
         assert "NAME" in lines[0]
-        shown = [next(n for n in TOOLCHAIN_NAMES if n in line) for line in lines[1:9]]
+        # names first (a summary follows; nested steps are indented)
+        shown = [next(n for n in TOOLCHAIN_NAMES if n[:10] in line) for line in lines[1:9]]
         assert shown == TOOLCHAIN_NAMES
         assert timeline.selected_step == 1
+
+
+async def test_a_forked_step_shows_not_re_run(seeded_store, tui) -> None:
+    """A fork's step N carries no copied outcome: its row and detail say "not re-run"."""
+    from agent_replay.services.fork import InputEdit, fork_trace
+
+    fork = fork_trace(seeded_store, "trc_demo5regressed", 6, InputEdit({"timeout_s": 120}))
+    app = tui(seeded_store, initial_trace=fork.trace_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert timeline.select_step(6)
+        await pilot.pause()
+        assert timeline.rows[5].not_rerun and not timeline.rows[4].not_rerun
+        row = _visible_lines(timeline)[6]
+        assert "not re-run" in row and "not run" in row
+        title = _detail(app).query_one("#detail-title").render()
+        assert "not re-run (recorded error, duration not copied)" in str(title)
+        assert _detail(app).section_text("error") is None
+
+
+async def test_z_folds_and_unfolds_nested_steps(seeded_store, tui) -> None:
+    """Steps nest under their parent_step (indented); z folds them away and back."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert [row.depth for row in timeline.rows[:3]] == [0, 1, 2]
+        await pilot.press("z")  # on step 1, the plan every other step nests under
+        assert timeline.folded_steps == {1}
+        hidden = [row.number for row in timeline.rows]
+        assert 2 not in hidden and 3 not in hidden
+        assert "▸ plan" in _visible_lines(timeline)[1]
+        await pilot.press("z")
+        assert [row.number for row in timeline.rows] == list(range(1, 9))
 
 
 async def test_header_shows_agent_status_totals_and_error(seeded_store, tui) -> None:
