@@ -25,7 +25,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from agent_replay.display import fmt_int, safe, truncate
@@ -51,6 +51,7 @@ from agent_replay.widgets.charts import (
     compact,
     money,
 )
+from agent_replay.widgets.key_bar import KeyBar
 
 EMPTY_STORE = (
     "No traces yet, so there is nothing to chart.\n\n"
@@ -120,6 +121,7 @@ class Card(Static):
 class DashboardScreen(BaseScreen):
     """Totals and charts over the last days of the store."""
 
+    TITLE = "Dashboard"
     CSS_PATH = "dashboard.tcss"
     BINDINGS = [
         Binding("r", "reload", "Refresh", id="refresh", tooltip="Recompute the figures now"),
@@ -191,7 +193,7 @@ class DashboardScreen(BaseScreen):
                     yield DataTable(id="evals-table", cursor_type="none", zebra_stripes=True)
                     yield Static("", classes="panel-empty")
         yield Static(EMPTY_STORE, id="empty-state", classes="-empty-state", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         titles = {
@@ -284,10 +286,15 @@ class DashboardScreen(BaseScreen):
 
     # --- showing ----------------------------------------------------------------------
 
+    def store_changed(self) -> None:
+        """Something was written: the figures again (past days reused, as a timer tick)."""
+        self._tick()
+
     @on(DataLoaded)
     def show_data(self, message: DataLoaded) -> None:
         data = message.data
         self.data = data
+        self.mark_updated()
         body = self.query_one("#dashboard-body")
         body.loading = False
         body.display = not data.is_empty

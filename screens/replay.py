@@ -16,12 +16,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static
+from textual.widgets import DataTable, Header, Input, ProgressBar, Static
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.errors import AgentReplayError
 from agent_replay.screens.base import TraceScreen
 from agent_replay.services.replay import INSTANT, Replay, faster, slower, speed_label
+from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.replay_state import ReplayState
 from agent_replay.widgets.step_timeline import STEP_ICONS
 
@@ -46,6 +47,7 @@ class PlayheadTable(DataTable[Text], can_focus=False):
 class ReplayScreen(TraceScreen):
     """Play a trace back: the steps revealed so far, and the state at the playhead."""
 
+    TITLE = "Replay"
     CSS_PATH = "replay.tcss"
     AUTO_FOCUS = ""  # nothing takes focus: the screen owns every key ("" not None: None inherits)
     BINDINGS = [
@@ -53,12 +55,8 @@ class ReplayScreen(TraceScreen):
             "escape", "back", "Back", id="back", tooltip="Back (or cancel the jump)", priority=True
         ),
         Binding("space", "toggle_play", "Play/Pause", id="play", tooltip="Play or pause"),
-        Binding(
-            "right,l", "step(1)", "Step", id="step-forward", tooltip="One step forward", show=False
-        ),
-        Binding(
-            "left,h", "step(-1)", "Step back", id="step-back", tooltip="One step back", show=False
-        ),
+        Binding("right,l", "step(1)", "Step", id="replay-forward", tooltip="One step forward"),
+        Binding("left,h", "step(-1)", "Back a step", id="replay-back", tooltip="One step back"),
         Binding("g", "jump", "Jump", id="jump", tooltip="Jump to a step number"),
         Binding("plus,equals_sign", "faster", "Faster", id="faster", tooltip="Play faster"),
         Binding("minus,underscore", "slower", "Slower", id="slower", tooltip="Play slower"),
@@ -96,7 +94,7 @@ class ReplayScreen(TraceScreen):
             type="integer",
             id="jump-input",
         )
-        yield Footer()
+        yield KeyBar()
 
     @property
     def table(self) -> PlayheadTable:
@@ -127,7 +125,7 @@ class ReplayScreen(TraceScreen):
         self.query_one("#replay-body").loading = False
         self.query_one("#replay-progress", ProgressBar).update(total=max(self._replay.total, 1))
         self.state_panel.end = self._replay.state_at(self._replay.total)
-        self.sub_title = f"replay · {trace['id']} · {truncate(safe(trace['agent_name']), 40)}"
+        self.sub_title = f"{trace['id']} · {truncate(safe(trace['agent_name']), 40)}"
         start = 0
         if self._at_step is not None:
             try:

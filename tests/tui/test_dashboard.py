@@ -138,6 +138,30 @@ async def test_drill_down_on_first_visit(seeded_store, tui) -> None:
         assert _keys(app, "#trace-table") == ["trc_demo2toolchain"]
 
 
+async def test_drill_down_after_a_detour_lands_on_the_list(seeded_store, tui) -> None:
+    """Timeline → e → D → Enter: the filtered trace list, not the evaluations left on the
+    traces stack; and T from the dashboard lands on the list too."""
+    app = tui(seeded_store, initial_trace="trc_demo5regressed")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("e")
+        await settle(pilot)
+        await pilot.press("D")
+        await settle(pilot)
+        await pilot.press("tab", "down", "enter")  # the statuses table: failed
+        await settle(pilot)
+        assert isinstance(app.screen, TraceListScreen) and len(app.screen_stack) == 1
+        assert app.screen.query_text == "status:failed since:2026-05-19"
+        assert _keys(app, "#trace-table") == ["trc_demo2toolchain"]
+        await pilot.press("enter")  # the timeline again, then D and T
+        await settle(pilot)
+        await pilot.press("D")
+        await settle(pilot)
+        await pilot.press("T")
+        await settle(pilot)
+        assert isinstance(app.screen, TraceListScreen)
+
+
 async def test_window_key_cycles_the_window(seeded_store, tui) -> None:
     """`w` widens the window from 14 to 30 days."""
     app = tui(seeded_store, initial_mode="dashboard")

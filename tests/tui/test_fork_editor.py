@@ -256,6 +256,23 @@ async def test_a_step_the_trace_lacks_falls_back_to_the_first(seeded_store, tui)
         assert any("no step 99" in n.message for n in app._notifications)
 
 
+async def test_tab_indents_in_the_editor_and_ctrl_n_moves_on(seeded_store, tui) -> None:
+    """Tab stays in the editor (it indents, later keys still type); ctrl+n leaves it."""
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await _open_editor(pilot)
+        editor = _editor(app)
+        await _replace_text(pilot, "{")
+        await pilot.press("enter", "tab", *'"a": 1', "enter", "}")
+        await pilot.pause()
+        assert app.focused is editor
+        assert '\n    "a": 1' in editor.text or '\n\t"a": 1' in editor.text
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert app.focused is not editor
+
+
 def test_editable_json_escapes_raw_control_characters() -> None:
     """C1 controls and DEL, legal raw in JSON strings, are written as \\u escapes."""
     text = editable_json({"k": "a\x9bb\x7f\x1b"})

@@ -333,6 +333,66 @@ async def test_t_and_p_open_their_views_or_say_not_yet(
             assert type(app.screen).__name__ == screen_name
 
 
+async def test_t_p_f_and_e_open_on_the_selected_step(seeded_store, tui) -> None:
+    """Tree/why, replay, the fork editor and evals open on the step under the cursor."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _timeline(app).select_step(7)
+        await pilot.pause()
+        await pilot.press("t")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "TreeWhyScreen" and app.screen.step == 7
+        assert "Why #7" in str(app.screen.query_one("#why-text").render())
+        await pilot.press("escape", "p")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "ReplayScreen" and app.screen.position == 7
+        await pilot.press("escape", "F")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "ForkEditorScreen" and app.screen.step == 7
+        await pilot.press("escape")
+        await settle(pilot)
+        app.screen.query_one("#step-timeline", StepTimeline).select_step(3)
+        await pilot.press("e")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "EvalsScreen" and app.screen.step == 3
+
+
+async def test_enter_on_a_why_hop_opens_its_step_in_the_timeline(seeded_store, tui) -> None:
+    """In the why panel, ↓ picks a hop and Enter shows that step in the timeline."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _timeline(app).select_step(7)
+        await pilot.press("t")
+        await settle(pilot)
+        await pilot.press("w", "down", "enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen)
+        chain = app.screen_stack[-2]._chain
+        assert screen.timeline.selected_step == chain[1].step["step_number"] != 7
+
+
+async def test_question_mark_explains_icons_and_keys(seeded_store, tui) -> None:
+    """? opens the help modal: the screen's keys and every marker; Esc closes it."""
+    from agent_replay.screens.modals import HelpModal
+
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpModal)
+        text = str(app.screen.query_one("#help-text").render())
+        for marker in ("◉", "⑂", "⊘", "⋯", "not re-run"):
+            assert marker in text
+        assert "Tree/why" in text or "tree and why-chain" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, TimelineScreen)
+
+
 async def test_ten_thousand_steps_open_and_render_only_what_is_visible(empty_store, tui) -> None:
     """A 10,000-step trace opens, `end` reaches step 10000, and only visible lines render."""
     steps = [
