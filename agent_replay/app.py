@@ -224,13 +224,18 @@ class AgentReplayApp(App[int]):
         if isinstance(self.screen, HelpModal):
             self.screen.dismiss(None)
             return
+        from agent_replay.widgets.key_bar import own_escape
+
         keys: list[tuple[str, str]] = []
         seen: set[str] = set()
         for key, active in self.screen.active_bindings.items():
             binding = active.binding
-            if not binding.description or binding.description in seen or not active.enabled:
+            if binding.action == "dismiss_topmost":
+                binding = own_escape(self.screen) or binding
+            # Ours all have ids; Textual's own (scrolling, tab, ^c) are left out.
+            if binding.id is None or not binding.description or not active.enabled:
                 continue
-            if binding.id and binding.id.startswith(("step-", "hop-")):
+            if binding.description in seen or binding.id.startswith(("step-", "hop-")):
                 continue
             seen.add(binding.description)
             keys.append((key_label(key), binding.tooltip or binding.description))

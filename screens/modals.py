@@ -44,7 +44,7 @@ def help_content(keys: Iterable[tuple[str, str]]) -> Content:
     """The modal's text: the screen's keys, then step icons, markers and statuses."""
     lines: list[Content] = [Content.styled("Keys of this screen", "bold")]
     for key, description in keys:
-        lines.append(Content.assemble((f"  {key:>7}  ", "bold $text-accent"), description))
+        lines.append(Content.assemble((f"  {key:>9}  ", "bold $text-accent"), description))
     lines += [Content(""), Content.styled("Step types", "bold")]
     for step_type, icon in STEP_ICONS.items():
         lines.append(Content.assemble((f"  {icon}  {step_type}", STEP_COLORS[step_type])))

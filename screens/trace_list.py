@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -391,6 +391,13 @@ class TraceListScreen(BaseScreen):
     def action_focus_filter(self) -> None:
         self._typing = True
         self.query_one("#filter-bar", Input).focus()
+
+    @on(events.DescendantFocus, "#filter-bar")
+    def keep_keys_in_an_empty_store(self) -> None:
+        """In an empty store the hidden table's focus falls to the filter bar (and a deferred
+        focus may land after the first page): unless / asked for it, the keys stay keys."""
+        if not self.table.display and not self._typing:
+            self.set_focus(None)
 
     def _focus_list(self) -> None:
         """Focus the table (or nothing, in an empty store: the keys then reach the app)."""

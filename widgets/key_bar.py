@@ -12,8 +12,10 @@ A TUI module: imports Textual, never the store.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from time import monotonic
 
 from textual.app import App
+from textual.binding import Binding
 from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -23,6 +25,9 @@ _KEY = "bold $footer-key-foreground"
 _DESCRIPTION = "$footer-description-foreground"
 _MUTED = "$text-muted"
 _NAV_PREFIXES = ("step-", "hop-", "cursor")
+BUSY_AFTER = 0.2
+"""Seconds a screen's worker may run before the footer says it is working."""
+SPINNER = "⧗"
 
 
 @dataclass(frozen=True)
@@ -53,10 +58,13 @@ def fit_keys(items: list[KeyItem], width: int) -> Content:
     def bare(group: list[KeyItem]) -> Content:
         return Content.assemble(*((f" {i.key}", _KEY) for i in group))
 
+    # A short form only where it stays unambiguous ("Back a step" must not read "Back").
+    firsts = [i.short for i in screen]
+    unique = {i.key: firsts.count(i.short) == 1 for i in screen}
     forms = [
         [full(i) for i in screen] + [full(i) for i in app],
         [full(i) for i in screen] + ([bare(app)] if app else []),
-        [full(i, short=True) for i in screen] + ([bare(app)] if app else []),
+        [full(i, short=unique[i.key]) for i in screen] + ([bare(app)] if app else []),
     ]
     for parts in forms:
         line = Content(" ").join(parts)
@@ -65,7 +73,7 @@ def fit_keys(items: list[KeyItem], width: int) -> Content:
     # Whole keys dropped from the end of the screen's list; ``?`` shows them all.
     more = Content.styled("  ? more", _MUTED)
     tail = [bare(app)] if app else []
-    kept = [full(i, short=True) for i in screen]
+    kept = [full(i, short=unique[i.key]) for i in screen]
     while kept:
         line = Content(" ").join([*kept, *tail])
         if line.cell_length + more.cell_length <= width:
@@ -74,14 +82,29 @@ def fit_keys(items: list[KeyItem], width: int) -> Content:
     return Content(" ").join(tail)[: max(width, 0)]
 
 
+def own_escape(screen: Screen[object]) -> Binding | None:
+    """The screen's own Esc binding (Back, Cancel…): the app takes Esc first only to close
+    a notification or the key panel, so the footer shows what Esc does on the screen."""
+    for binding in getattr(screen, "BINDINGS", []):
+        if isinstance(binding, Binding) and "escape" in binding.key.split(","):
+            return binding
+    return None
+
+
 def key_items(screen: Screen[object]) -> list[KeyItem]:
-    """The keys a screen shows: its active bindings with ``show`` set, app keys last."""
+    """The keys a screen shows: its own active bindings with ``show`` set, then the focused
+    widget's, then the app's."""
     from agent_replay.app import key_label
 
-    items: list[KeyItem] = []
+    groups: tuple[list[KeyItem], list[KeyItem], list[KeyItem]] = ([], [], [])
     seen: set[str] = set()
     for key, active in screen.active_bindings.items():
-        binding = active.binding
+        binding, node = active.binding, active.node
+        if isinstance(node, App) and binding.action == "dismiss_topmost":
+            own = own_escape(screen)
+            if own is None:
+                continue
+            binding, node = own, screen
         if not binding.show or not binding.description or not active.enabled:
             continue
         if binding.id and binding.id.startswith(_NAV_PREFIXES):
@@ -89,8 +112,9 @@ def key_items(screen: Screen[object]) -> list[KeyItem]:
         if binding.description in seen:
             continue
         seen.add(binding.description)
-        items.append(KeyItem(key_label(key), binding.description, isinstance(active.node, App)))
-    return [i for i in items if not i.app_level] + [i for i in items if i.app_level]
+        group = 2 if isinstance(node, App) else 0 if node is screen else 1
+        groups[group].append(KeyItem(key_label(key), binding.description, group == 2))
+    return [*groups[0], *groups[1], *groups[2]]
 
 
 class KeyBar(Widget):
@@ -107,9 +131,20 @@ class KeyBar(Widget):
 
     note: reactive[str] = reactive("")
     """Shown at the right end: when the view last updated ("updated 12:00:05")."""
+    busy: reactive[bool] = reactive(False)
+    """A worker of this screen has run for more than ``BUSY_AFTER`` seconds: say so."""
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+        self.set_interval(BUSY_AFTER / 2, self._check_busy)
+
+    def _check_busy(self) -> None:
+        """Any of the screen's own workers (the store watcher aside) running for a while?"""
+        now = monotonic()
+        self.busy = any(
+            w.node is self.screen and not w.is_finished and now - w._created_time > BUSY_AFTER
+            for w in self.app.workers
+        )
 
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
@@ -121,9 +156,10 @@ class KeyBar(Widget):
     def render(self) -> Content:
         width = self.size.width
         items = key_items(self.screen)
-        notes = [self.note, self.note.split()[-1]] if self.note else [""]
-        for text in notes:  # "updated 12:00:05", then just "12:00:05" if keys would drop
-            note = Content.styled(f"{text} ", _MUTED) if text else Content("")
+        text = f"{SPINNER} working…" if self.busy else self.note
+        notes = [text, text.split()[-1], ""] if text else [""]
+        for shown in notes:  # "updated 12:00:05", then just "12:00:05" if keys would drop
+            note = Content.styled(f"{shown} ", _MUTED) if shown else Content("")
             keys = fit_keys(items, max(width - note.cell_length - 1, 0))
             if not keys.plain.endswith("? more"):
                 break

@@ -186,7 +186,7 @@ class StepTimeline(ScrollView, can_focus=True):
         Binding(
             "z",
             "toggle_nest",
-            "Fold nested",
+            "Nesting",
             id="fold-nested",
             tooltip="Fold or unfold the steps nested under this one (a subagent's steps)",
         ),
@@ -427,17 +427,21 @@ class StepTimeline(ScrollView, can_focus=True):
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"step-timeline--{name}", partial=True)
 
-    def _name_width(self, width: int, with_type: bool) -> int:
+    def _name_width(self, width: int, with_type: bool, with_bar: bool = True) -> int:
         # " 12 ⚙ tool_call   NAME… █████▌     218ms   1,186 ": one space between columns
-        fixed = 1 + self._number_width + 3 + _BAR_WIDTH + _DURATION_WIDTH + _TOKENS_WIDTH + 4
+        fixed = 1 + self._number_width + 3 + _DURATION_WIDTH + _TOKENS_WIDTH + 3
+        if with_bar:
+            fixed += _BAR_WIDTH + 1
         if with_type:
             fixed += _TYPE_WIDTH + 1
         return max(1, width - fixed)
 
-    def _layout(self, width: int) -> tuple[bool, int]:
-        """Whether the type label fits, and the name column's width."""
+    def _layout(self, width: int) -> tuple[bool, bool, int]:
+        """Whether the type label and the duration bar fit, and the name column's width
+        (the type goes first, then the bar, so the name keeps room to be read)."""
         with_type = self._name_width(width, True) >= _MIN_NAME_WIDTH
-        return with_type, self._name_width(width, with_type)
+        with_bar = with_type or self._name_width(width, False) >= _MIN_NAME_WIDTH
+        return with_type, with_bar, self._name_width(width, with_type, with_bar)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -462,21 +466,22 @@ class StepTimeline(ScrollView, can_focus=True):
     def _header_strip(self, width: int) -> Strip:
         if self._header is not None and self._header[0] == width:
             return self._header[1]
-        with_type, name_width = self._layout(width)
+        with_type, with_bar, name_width = self._layout(width)
         style = self._style("header")
         text = Text(no_wrap=True, end="")
         text.append(" " + "#".rjust(self._number_width) + "   ", style)
         if with_type:
             text.append("TYPE".ljust(_TYPE_WIDTH + 1), style)
         text.append("NAME".ljust(name_width + 1), style)
-        text.append("DURATION".ljust(_BAR_WIDTH + 1 + _DURATION_WIDTH + 1), style)
+        bar = _BAR_WIDTH + 1 if with_bar else 0
+        text.append("DURATION".rjust(bar + _DURATION_WIDTH) + " ", style)
         text.append("TOKENS".rjust(_TOKENS_WIDTH) + " ", style)
         strip = self._to_strip(text, width)
         self._header = (width, strip)
         return strip
 
     def _render_row(self, row: StepRow, width: int, is_cursor: bool) -> Strip:
-        with_type, name_width = self._layout(width)
+        with_type, with_bar, name_width = self._layout(width)
         type_style = self.get_component_rich_style(
             f"step-timeline--{row.step_type}", partial=True, default=Style()
         )
@@ -487,12 +492,13 @@ class StepTimeline(ScrollView, can_focus=True):
             text.append(row.step_type[:_TYPE_WIDTH].ljust(_TYPE_WIDTH) + " ", type_style)
         text.append_text(self._name_cell(row, name_width))
         text.append(" ")
-        bar = duration_bar(row.duration_ms, self._longest_ms, _BAR_WIDTH)
-        filled = bar.rstrip()
-        text.append(filled, type_style)
-        # not partial: the track's translucent background must blend with the widget's
-        track = self.get_component_rich_style("step-timeline--bar-track")
-        text.append(" " * (_BAR_WIDTH - len(filled)), track)
+        if with_bar:
+            bar = duration_bar(row.duration_ms, self._longest_ms, _BAR_WIDTH)
+            filled = bar.rstrip()
+            text.append(filled, type_style)
+            # not partial: the track's translucent background must blend with the widget's
+            track = self.get_component_rich_style("step-timeline--bar-track")
+            text.append(" " * (_BAR_WIDTH - len(filled)), track)
         if row.not_rerun:
             text.append(" " + "not run".rjust(_DURATION_WIDTH) + " ", self._style("not-rerun"))
         else:

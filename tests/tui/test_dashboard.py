@@ -215,16 +215,6 @@ async def test_producer_text_is_escaped(empty_store, tui) -> None:
         assert "evil\\x1b[2J" in rendered.plain  # escaped, then cut to the label width
 
 
-def test_snapshot_dashboard(seeded_store, tui, snap_compare) -> None:
-    """The dashboard on the demo data."""
-
-    async def run_before(pilot: Any) -> None:
-        await settle(pilot)
-
-    app = tui(seeded_store, initial_mode="dashboard")
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
-
-
 def test_snapshot_empty_store(empty_store, tui, snap_compare) -> None:
     """The dashboard of a store with no traces."""
 

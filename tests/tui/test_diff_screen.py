@@ -390,14 +390,3 @@ async def test_a_big_diff_renders_only_what_is_visible(empty_store, tui) -> None
         rendered = {index for index, _width, _cursor in view.strip_cache.keys()}
         # the lines of three screens at most: the first frame, the divergence, the end
         assert all(i < page or abs(i - 2_499) < page or i >= 5_000 - page for i in rendered)
-
-
-def test_snapshot_diff_of_the_demo_pair(seeded_store, tui, snap_compare) -> None:
-    """The good and the regressed demo runs, opened by marking both in the list."""
-
-    async def run_before(pilot: Any) -> None:
-        await settle(pilot)
-        await pilot.press("down", "m", "up", "m", "d")
-        await settle(pilot)
-
-    assert snap_compare(tui(seeded_store), terminal_size=SIZE, run_before=run_before)

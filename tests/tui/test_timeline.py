@@ -460,11 +460,6 @@ def _snapshot(snap_compare: Any, app: Any, *keys: str) -> bool:
     return bool(snap_compare(app, terminal_size=SIZE, run_before=run_before))
 
 
-def test_snapshot_timeline_first_step(seeded_store, tui, snap_compare) -> None:
-    """The failing tool chain with its first step (a thought with a snapshot) selected."""
-    assert _snapshot(snap_compare, tui(seeded_store, initial_trace=TOOLCHAIN))
-
-
 def test_snapshot_timeline_error_step(seeded_store, tui, snap_compare) -> None:
     """The failing tool chain with its failed tool call selected."""
     assert _snapshot(snap_compare, tui(seeded_store, initial_trace=TOOLCHAIN), "down", "down")

@@ -118,15 +118,6 @@ async def test_pages_load_as_the_cursor_nears_the_end(empty_store, tui) -> None:
         assert isinstance(app.screen, TraceListScreen)
 
 
-def test_snapshot_trace_list(seeded_store, tui, snap_compare) -> None:
-    """The trace list on the demo data."""
-
-    async def run_before(pilot: Any) -> None:
-        await settle(pilot)
-
-    assert snap_compare(tui(seeded_store), terminal_size=SIZE, run_before=run_before)
-
-
 def test_snapshot_empty_store(empty_store, tui, snap_compare) -> None:
     """The empty state of a store with no traces."""
 
