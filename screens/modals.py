@@ -7,6 +7,7 @@ A TUI module: imports Textual, never the store.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -105,4 +106,71 @@ class HelpModal(ModalScreen[None]):
             yield Static(help_content(self.keys), id="help-text")
 
     def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class AnnotateModal(ModalScreen[tuple[str, str | None] | None]):
+    """``a``: a label (and an optional note) for a trace or a step; dismisses with
+    ``(label, note)``, or ``None`` when cancelled."""
+
+    TITLE = "Annotate"
+    DEFAULT_CSS = """
+    AnnotateModal {
+        align: center middle;
+        & > #annotate-dialog {
+            width: 64;
+            max-width: 100%;
+            height: auto;
+            padding: 1 2;
+            border: round $accent;
+            border-title-color: $text-accent;
+            border-title-style: bold;
+            background: $panel;
+        }
+        & #annotate-label, & #annotate-note { margin-top: 1; }
+        & #annotate-hint { color: $text-muted; margin-top: 1; }
+    }
+    """
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="annotate-cancel", tooltip="Close unsaved"),
+    ]
+
+    def __init__(self, target: str) -> None:
+        """Args:
+        target: what is annotated, as the dialog names it ("step 6 of trc_…").
+        """
+        super().__init__()
+        self.target = target
+        """What the annotation is about (shown in the dialog's title)."""
+
+    def compose(self) -> ComposeResult:
+        from textual.containers import Vertical
+        from textual.widgets import Input
+
+        with Vertical(id="annotate-dialog") as dialog:
+            dialog.border_title = f"Annotate {self.target}"
+            yield Input(
+                placeholder="label: good, bad, wrong-tool, needs-review…", id="annotate-label"
+            )
+            yield Input(placeholder="note (optional)", id="annotate-note")
+            yield Static(
+                Content("Enter: the note, Enter again: save (redacted, as every write) · Esc"),
+                id="annotate-hint",
+            )
+
+    def on_input_submitted(self, event: Any) -> None:
+        from textual.widgets import Input
+
+        if event.input.id == "annotate-label" and event.input.value.strip():
+            self.query_one("#annotate-note", Input).focus()  # the note next, then save
+            return
+        label = self.query_one("#annotate-label", Input).value.strip()
+        note = self.query_one("#annotate-note", Input).value.strip() or None
+        if not label:
+            self.notify("A label is needed.", title="Annotate", severity="warning")
+            self.query_one("#annotate-label", Input).focus()
+            return
+        self.dismiss((label, note))
+
+    def action_cancel(self) -> None:
         self.dismiss(None)

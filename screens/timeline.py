@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -62,6 +62,14 @@ def trace_header(trace: dict[str, Any], step_count: int) -> Content:
     ]
     if trace.get("error"):
         lines.append(Content.styled("✗ " + safe(trace["error"]), "$text-error"))
+    run_labels = [
+        safe(a.get("label") or "")
+        for a in trace.get("annotations") or []
+        if a.get("step_number") is None
+    ]
+    if run_labels:
+        chips = " ".join(f"#{label}" for label in run_labels)
+        lines.append(Content.assemble(("labels ", muted), (chips, "bold $text-accent")))
     return Content("\n").join(lines)
 
 
@@ -132,6 +140,21 @@ class TimelineScreen(TraceScreen):
             tooltip="Show long payloads in full, or fold them again",
         ),
         Binding("g", "jump", "Go to step", id="jump", tooltip="Jump to a step number"),
+        Binding(
+            "a",
+            "annotate('step')",
+            "Annotate",
+            id="annotate-step",
+            tooltip="Label the selected step (good, bad, wrong-tool…), with a note",
+        ),
+        Binding(
+            "A",
+            "annotate('trace')",
+            "Annotate run",
+            id="annotate-trace",
+            tooltip="Label the whole run",
+            show=False,
+        ),
         Binding(
             "y", "copy('input')", "Copy input", id="copy-input", tooltip="Copy the step's input"
         ),
@@ -224,7 +247,7 @@ class TimelineScreen(TraceScreen):
 
     def prepare_trace(self, trace: dict[str, Any]) -> list[StepRow]:
         """The timeline's rows, built in the worker."""
-        return step_rows(trace["steps"])
+        return step_rows(trace["steps"], trace.get("annotations") or [])
 
     @on(TraceScreen.TraceLoaded)
     def show_trace(self, message: TraceScreen.TraceLoaded) -> None:
@@ -319,6 +342,40 @@ class TimelineScreen(TraceScreen):
             self.notify(f"Cannot open {command}: {exc}", title="Pager", severity="warning")
         finally:
             os.unlink(handle.name)
+
+    def action_annotate(self, scope: str) -> None:
+        """Ask for a label (and a note) for the selected step or the run, then write it."""
+        from agent_replay.screens.modals import AnnotateModal
+
+        step = self.timeline.selected_step if scope == "step" else None
+        if scope == "step" and step is None:
+            return
+        target = f"step {step} of {self.trace_id}" if step else self.trace_id
+
+        def save(answer: tuple[str, str | None] | None) -> None:
+            if answer is not None:
+                self._annotate(step, *answer)
+
+        self.app.push_screen(AnnotateModal(target), save)
+
+    @work(thread=True, exit_on_error=False, group="annotate", description="annotate")
+    def _annotate(self, step: int | None, label: str, note: str | None) -> None:
+        """Write the annotation through the recorder (validated, redacted), then reload."""
+        from agent_replay.commands.annotate import default_author
+        from agent_replay.services.recorder import TraceRecorder
+
+        store = self.app.store  # type: ignore[attr-defined]
+        with store.db.connection_context():
+            TraceRecorder(store, clock=self.app.clock).annotate(  # type: ignore[attr-defined]
+                self.trace_id, label=label, step_number=step, note=note, author=default_author()
+            )
+        self.app.call_from_thread(self._annotated, step, label)
+
+    def _annotated(self, step: int | None, label: str) -> None:
+        where = f"step {step}" if step else "the run"
+        self.notify(f"{where}: {label}", title="Annotated", timeout=3, markup=False)
+        self._initial_step = self.timeline.selected_step
+        self.load_trace()
 
     def action_jump(self) -> None:
         if not self._steps:

@@ -96,9 +96,18 @@ class StepRow:
     """How many steps nest under this one, at any depth (what folding it hides)."""
     parent: int | None = None
     """The step it nests under (``parent_step``, when that step comes before it)."""
+    labels: tuple[str, ...] = ()
+    """People's annotation labels on the step (escaped)."""
 
     @classmethod
-    def from_step(cls, step: Mapping[str, Any], *, depth: int = 0, children: int = 0) -> StepRow:
+    def from_step(
+        cls,
+        step: Mapping[str, Any],
+        *,
+        depth: int = 0,
+        children: int = 0,
+        labels: tuple[str, ...] = (),
+    ) -> StepRow:
         """The row of a step object of the trace format (as the store returns it)."""
         return cls(
             summary=safe(step_summary(step)),
@@ -106,6 +115,7 @@ class StepRow:
             depth=depth,
             children=children,
             parent=_parent_of(step),
+            labels=tuple(safe(label) for label in labels),
             number=int(step["step_number"]),
             step_type=str(step["step_type"]),
             name=safe(step.get("name") or ""),
@@ -125,9 +135,18 @@ def _parent_of(step: Mapping[str, Any]) -> int | None:
     return None
 
 
-def step_rows(steps: Sequence[Mapping[str, Any]]) -> list[StepRow]:
-    """The timeline's rows of a trace's steps (in step order), with nesting depth and the
-    number of nested steps under each. Linear in the steps times their depth."""
+def step_rows(
+    steps: Sequence[Mapping[str, Any]],
+    annotations: Sequence[Mapping[str, Any]] = (),
+) -> list[StepRow]:
+    """The timeline's rows of a trace's steps (in step order), with nesting depth, the
+    number of nested steps under each and the steps' annotation labels. Linear in the steps
+    times their depth."""
+    labels: dict[int, tuple[str, ...]] = {}
+    for annotation in annotations:
+        number = annotation.get("step_number")
+        if isinstance(number, int):
+            labels[number] = (*labels.get(number, ()), str(annotation.get("label") or ""))
     depth: dict[int, int] = {}
     parents: dict[int, int | None] = {}
     children: dict[int, int] = {}
@@ -145,6 +164,7 @@ def step_rows(steps: Sequence[Mapping[str, Any]]) -> list[StepRow]:
             step,
             depth=depth[int(step["step_number"])],
             children=children.get(int(step["step_number"]), 0),
+            labels=labels.get(int(step["step_number"]), ()),
         )
         for step in steps
     ]
@@ -202,6 +222,7 @@ class StepTimeline(ScrollView, can_focus=True):
         "step-timeline--blocked-row",
         "step-timeline--summary",
         "step-timeline--not-rerun",
+        "step-timeline--label",
         *(f"step-timeline--{step_type}" for step_type in STEP_ICONS),
     }
 
@@ -222,6 +243,7 @@ class StepTimeline(ScrollView, can_focus=True):
         & > .step-timeline--blocked-row { background: $warning 18%; }
         & > .step-timeline--summary { color: $text-muted; }
         & > .step-timeline--not-rerun { color: $text-warning; text-style: italic; }
+        & > .step-timeline--label { color: $text-accent; text-style: bold; }
         & > .step-timeline--cursor { background: $block-cursor-blurred-background; }
         &:focus > .step-timeline--cursor {
             background: $block-cursor-background;
@@ -528,6 +550,8 @@ class StepTimeline(ScrollView, can_focus=True):
             markers.append(" ✗", self._style("error"))
         if row.not_rerun:
             markers.append(" ○", self._style("not-rerun"))
+        for label in row.labels:  # people's labels: kept, the name is cut first
+            markers.append(f" #{label[:16]}", self._style("label"))
         name = Text(row.name or "—", no_wrap=True, end="")
         if not row.name:
             name.stylize(self._style("muted"))

@@ -223,3 +223,23 @@ def test_snapshot_empty_store(empty_store, tui, snap_compare) -> None:
 
     app = tui(empty_store, initial_mode="dashboard")
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+async def test_c_breaks_the_cost_down_by_model_then_by_day(seeded_store, tui) -> None:
+    """c cycles the cost panel: by agent, by model (llm_calls' costs), by day."""
+    from agent_replay.widgets.charts import HBarChart
+
+    app = tui(seeded_store, initial_mode="dashboard")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        panel = app.screen.query_one("#cost-panel")
+        chart = app.screen.query_one("#cost-chart", HBarChart)
+        assert panel.border_title == "Cost by agent"
+        await pilot.press("c")
+        data = app.screen.data
+        assert panel.border_title == "Cost by model" and data is not None
+        assert [b.label for b in chart.bars] == [m.model for m in data.cost_by_model]
+        assert data.cost_by_model and chart.has_data
+        await pilot.press("c")
+        assert panel.border_title == "Cost by day"
+        assert len(chart.bars) == data.days

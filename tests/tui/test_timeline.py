@@ -374,6 +374,25 @@ async def test_enter_on_a_why_hop_opens_its_step_in_the_timeline(seeded_store, t
         assert screen.timeline.selected_step == chain[1].step["step_number"] != 7
 
 
+async def test_a_annotates_the_selected_step_and_the_row_shows_it(seeded_store, tui) -> None:
+    """a, a label, a note: written through the recorder, the row carries #label."""
+    from agent_replay.store.queries import annotation_dicts
+
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _timeline(app).select_step(3)
+        await pilot.press("a", *"wrong-tool", "enter", *"search first", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, TimelineScreen)
+        timeline = _timeline(app)
+        assert timeline.selected_step == 3 and timeline.rows[2].labels == ("wrong-tool",)
+        assert "#wrong-tool" in _visible_lines(timeline)[3]
+    with seeded_store.db.connection_context():
+        (annotation,) = annotation_dicts(seeded_store, TOOLCHAIN)
+    assert (annotation["step_number"], annotation["note"]) == (3, "search first")
+
+
 async def test_question_mark_explains_icons_and_keys(seeded_store, tui) -> None:
     """? opens the help modal: the screen's keys and every marker; Esc closes it."""
     from agent_replay.screens.modals import HelpModal
