@@ -390,3 +390,25 @@ async def test_a_big_diff_renders_only_what_is_visible(empty_store, tui) -> None
         rendered = {index for index, _width, _cursor in view.strip_cache.keys()}
         # the lines of three screens at most: the first frame, the divergence, the end
         assert all(i < page or abs(i - 2_499) < page or i >= 5_000 - page for i in rendered)
+
+
+async def test_enter_on_a_diff_row_opens_that_step_in_its_timeline(seeded_store, tui) -> None:
+    """Enter on a changed row: B's step in B's timeline; a opens A's."""
+    from agent_replay.screens.timeline import TimelineScreen
+
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await app.push_screen(DiffScreen(GOOD, "trc_demo5regressed"))
+        await settle(pilot)
+        row = _view(app).current
+        assert row is not None and row.b is not None
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen) and screen.trace_id == "trc_demo5regressed"
+        assert screen.timeline.selected_step == row.b.number
+        await pilot.press("escape", "a")
+        await settle(pilot)
+        assert isinstance(app.screen, TimelineScreen) and app.screen.trace_id == GOOD
+        assert row.a is not None and app.screen.timeline.selected_step == row.a.number

@@ -393,6 +393,32 @@ async def test_a_annotates_the_selected_step_and_the_row_shows_it(seeded_store, 
     assert (annotation["step_number"], annotation["note"]) == (3, "search first")
 
 
+async def test_the_timeline_of_a_running_trace_grows_on_its_own(empty_store, tui) -> None:
+    """A step recorded while the timeline is open appears (the store watcher), the cursor
+    staying on the step it was on."""
+    from agent_replay.services.recorder import TraceRecorder
+    from tuikit import CLOCK
+
+    recorder = TraceRecorder(empty_store, clock=CLOCK)
+    with empty_store.db.connection_context():
+        trace_id = recorder.start_trace("live-agent", trace_id="trc_liveone")
+        recorder.step(trace_id, {"step_number": 1, "step_type": "thought", "name": "plan"})
+        recorder.step(trace_id, {"step_number": 2, "step_type": "thought", "name": "think"})
+    app = tui(empty_store, initial_trace=trace_id, refresh_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.check_store()  # the baseline
+        await settle(pilot)
+        assert _timeline(app).select_step(1)
+        with empty_store.db.connection_context():
+            recorder.step(trace_id, {"step_number": 3, "step_type": "tool_call", "name": "ls"})
+        app.check_store()
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert [row.number for row in timeline.rows] == [1, 2, 3]
+        assert timeline.selected_step == 1
+
+
 async def test_question_mark_explains_icons_and_keys(seeded_store, tui) -> None:
     """? opens the help modal: the screen's keys and every marker; Esc closes it."""
     from agent_replay.screens.modals import HelpModal
@@ -488,3 +514,18 @@ def test_snapshot_timeline_decision_step(seeded_store, tui, snap_compare) -> Non
     """The failing tool chain with its retry decision selected."""
     app = tui(seeded_store, initial_trace=TOOLCHAIN)
     assert _snapshot(snap_compare, app, "down", "down", "down", "down")
+
+
+def test_multi_line_strings_read_as_highlighted_text() -> None:
+    """An input's multi-line SQL is shown as lines under its key (no literal \\n), its
+    language told by the key or by how the text starts."""
+    from agent_replay.widgets.step_detail import guess_language, payload_content
+
+    content, folded = payload_content({"sql": "SELECT 1\nFROM t", "timeout_s": 30}, True)
+    text = content.plain
+    assert "SELECT 1\nFROM t" in text and "\\n" not in text and '"timeout_s": 30' in text
+    assert not folded and content.spans  # highlighted
+    assert guess_language("diff --git a/x b/x\n@@ -1 +1 @@") == "diff"
+    assert guess_language("import os\nprint(1)") == "python"
+    assert guess_language("ls -la\nrm x", key="command") == "bash"
+    assert guess_language("Hello there") is None
