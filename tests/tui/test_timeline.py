@@ -396,8 +396,9 @@ async def test_a_annotates_the_selected_step_and_the_row_shows_it(seeded_store, 
 async def test_the_timeline_of_a_running_trace_grows_on_its_own(empty_store, tui) -> None:
     """A step recorded while the timeline is open appears (the store watcher), the cursor
     staying on the step it was on."""
-    from agent_replay.services.recorder import TraceRecorder
     from tuikit import CLOCK
+
+    from agent_replay.services.recorder import TraceRecorder
 
     recorder = TraceRecorder(empty_store, clock=CLOCK)
     with empty_store.db.connection_context():
