@@ -81,6 +81,8 @@ class PlayheadView(ScrollView, can_focus=False):
         self._cells: Callable[[int], list[Text]] = lambda index: []
         self._count = 0
         self._cache: LRUCache[tuple[int, int, bool], Strip] = LRUCache(256)
+        self.widths = [width for _, _, width in COLUMNS]
+        """Cells per column (the step number's grows with the trace: ``10000`` needs 5)."""
 
     @property
     def row_count(self) -> int:
@@ -123,7 +125,7 @@ class PlayheadView(ScrollView, can_focus=False):
         if y == 0:
             style = self.get_component_rich_style("playhead-view--header", partial=True)
             header = Text(no_wrap=True, end="")
-            for label, _, cell_width in COLUMNS:
+            for (label, _, _), cell_width in zip(COLUMNS, self.widths, strict=True):
                 header.append(" " + label.ljust(cell_width)[:cell_width], style)
             return self._strip(header, width)
         index = self.scroll_offset.y + y - 1
@@ -134,7 +136,7 @@ class PlayheadView(ScrollView, can_focus=False):
         strip = self._cache.get(key)
         if strip is None:
             text = Text(no_wrap=True, end="")
-            for (_, _, cell_width), cell in zip(COLUMNS, self._cells(index), strict=True):
+            for cell_width, cell in zip(self.widths, self._cells(index), strict=True):
                 cell = cell.copy()
                 cell.truncate(cell_width, overflow="ellipsis")
                 justify = cell.justify == "right"
@@ -234,6 +236,8 @@ class ReplayScreen(TraceScreen):
         self.query_one("#replay-body").loading = False
         self.query_one("#replay-progress", ProgressBar).update(total=max(self._replay.total, 1))
         self.state_panel.end = self._replay.state_at(self._replay.total)
+        last = self._replay.steps[-1]["step_number"] if self._replay.steps else 0
+        self.table.widths[0] = max(COLUMNS[0][2], len(str(last)))
         self.table.show(0, self._row)
         self.sub_title = f"{trace['id']} · {truncate(safe(trace['agent_name']), 40)}"
         start = 0
