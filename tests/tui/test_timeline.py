@@ -530,3 +530,31 @@ def test_multi_line_strings_read_as_highlighted_text() -> None:
     assert guess_language("import os\nprint(1)") == "python"
     assert guess_language("ls -la\nrm x", key="command") == "bash"
     assert guess_language("Hello there") is None
+
+
+def test_the_footer_fits_whole_keys_into_any_width() -> None:
+    """Full descriptions when they fit, then the app's keys bare, then short forms, then whole
+    keys dropped with "? more": never a word cut in half."""
+    from agent_replay.widgets.key_bar import KeyItem, fit_keys
+
+    items = [
+        KeyItem("esc", "Back", False),
+        KeyItem("g", "Go to step", False),
+        KeyItem("t", "Tree/why", False),
+        KeyItem("q", "Quit", True),
+        KeyItem("D", "Dashboard", True),
+    ]
+    assert fit_keys(items, 200).plain == " esc Back  g Go to step  t Tree/why  q Quit  D Dashboard"
+    assert fit_keys(items, 42).plain == " esc Back  g Go to step  t Tree/why  q D"
+    assert fit_keys(items, 34).plain == " esc Back  g Go  t Tree/why  q D"
+    narrow = fit_keys(items, 26).plain
+    assert narrow.endswith("? more") and "Dashb" not in narrow and len(narrow) <= 26
+
+
+async def test_the_palette_names_each_commands_key(seeded_store, tui) -> None:
+    """The command palette lists the screen's commands with their keys."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        assert "Tree/why  [t]" in titles and "Traces  [T]" in titles and "Copy input  [y]" in titles
