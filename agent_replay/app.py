@@ -10,17 +10,40 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from textual import work
+from textual.actions import SkipAction
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from agent_replay.clock import Clock, SystemClock
-from agent_replay.messages import OpenTraces
+from agent_replay.messages import OpenTraces, StoreChanged
 from agent_replay.store.db import Store
 from agent_replay.store.live import LiveFilter
 
 THEME = "textual-dark"
+
+
+def key_label(key: str) -> str:
+    """A binding's key as the footer and the palette show it: ``ctrl+s`` → ``^s``,
+    ``slash`` → ``/``, ``question_mark`` → ``?``."""
+    first = key.split(",")[0]
+    names = {
+        "slash": "/",
+        "question_mark": "?",
+        "escape": "esc",
+        "enter": "⏎",
+        "space": "␣",
+        "left": "←",
+        "right": "→",
+        "up": "↑",
+        "down": "↓",
+        "plus": "+",
+        "minus": "-",
+    }
+    first = names.get(first, first)
+    return "^" + first[5:] if first.startswith("ctrl+") else first
 
 
 class AgentReplayApp(App[int]):
@@ -30,22 +53,33 @@ class AgentReplayApp(App[int]):
     TITLE = "agent-replay"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS = [
+        # First in line for Esc (priority): a toast or the key panel closes before the screen
+        # underneath sees the key (``SkipAction`` hands it on when neither is showing).
+        Binding(
+            "escape",
+            "dismiss_topmost",
+            "Close",
+            id="dismiss",
+            tooltip="Close the topmost thing: a notification, the key panel, then the screen",
+            show=False,
+            priority=True,
+        ),
         Binding("q", "quit", "Quit", id="quit", tooltip="Leave agent-replay"),
         Binding("question_mark", "help", "Help", id="help", tooltip="Show the keys of this screen"),
         Binding(
             "D",
-            "switch_mode('dashboard')",
+            "show_mode('dashboard')",
             "Dashboard",
             id="dashboard",
             tooltip="Totals and charts",
         ),
-        Binding("T", "switch_mode('traces')", "Traces", id="traces", tooltip="The trace list"),
-        Binding("W", "switch_mode('watch')", "Watch", id="watch", tooltip="Running traces, live"),
+        Binding("T", "show_mode('traces')", "Traces", id="traces", tooltip="The trace list"),
+        Binding("W", "show_mode('watch')", "Watch", id="watch", tooltip="Running traces, live"),
         # Kept out of the footer (shown in the key panel and the command palette): one more
         # footer key would change every screen's snapshot.
         Binding(
             "G",
-            "switch_mode('policies')",
+            "show_mode('policies')",
             "Guards",
             id="guards",
             tooltip="Guard policies",
@@ -53,7 +87,7 @@ class AgentReplayApp(App[int]):
         ),
         Binding(
             "E",
-            "switch_mode('evals')",
+            "show_mode('evals')",
             "Evals",
             id="evals",
             tooltip="Evaluation results of every trace",
@@ -72,6 +106,7 @@ class AgentReplayApp(App[int]):
         dashboard_refresh: float | None = None,
         watch_filter: LiveFilter | None = None,
         watch_interval: float = 0.5,
+        refresh_interval: float | None = 1.0,
     ) -> None:
         super().__init__()
         self.store = store
@@ -90,6 +125,12 @@ class AgentReplayApp(App[int]):
         """Which traces the live watch shows (``--session``, ``--agent``)."""
         self.watch_interval = watch_interval
         """Seconds between the live watch's polls of the store."""
+        self.refresh_interval = refresh_interval
+        """Seconds between checks for changes made by other processes (``None``: never)."""
+        self.store_version = 0
+        """How many changes to the store the app has seen (``StoreChanged``)."""
+        self._data_version: int | None = None
+        self._watcher: Store | None = None
         self.theme = THEME
 
     def on_mount(self) -> None:
@@ -110,26 +151,103 @@ class AgentReplayApp(App[int]):
         self.switch_mode(self.initial_mode)
         if self.initial_trace:
             self.open_trace(self.initial_trace)
+        if self.refresh_interval and self.store.is_sqlite and self.store.path is not None:
+            self.set_interval(self.refresh_interval, self.check_store)
 
-    def open_trace(self, trace_id: str) -> None:
-        """Push the step timeline of a trace (an id or unique prefix) on the current mode."""
+    def check_store(self) -> None:
+        """Ask whether another connection committed since the last check (cheap: one
+        ``PRAGMA data_version`` on the watcher's own connection, in a worker)."""
+        if not any(w.group == "store-watch" and not w.is_finished for w in self.workers):
+            self._check_store()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="store-watch")
+    def _check_store(self) -> None:
+        from agent_replay.store.db import shared_connection
+        from agent_replay.store.live import data_version
+
+        if self._watcher is None:
+            self._watcher = shared_connection(self.store)
+        version = data_version(self._watcher)
+        if version is not None and version != self._data_version:
+            first = self._data_version is None
+            self._data_version = version
+            if not first:
+                self.call_from_thread(self._store_changed)
+
+    def _store_changed(self) -> None:
+        self.store_version += 1
+        self.screen.post_message(StoreChanged(self.store_version))
+
+    def on_unmount(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+    def open_trace(self, trace_id: str, step: int | None = None) -> None:
+        """Push the step timeline of a trace (an id or unique prefix) on the current mode,
+        with ``step`` selected (default: the first)."""
         from agent_replay.screens.timeline import TimelineScreen
 
-        self.push_screen(TimelineScreen(trace_id))
+        self.push_screen(TimelineScreen(trace_id, step=step))
 
-    def action_help(self) -> None:
-        """Toggle the key help panel of the focused screen."""
+    async def show_mode_home(self, mode: str) -> None:
+        """Switch to ``mode`` and leave it on its own screen (the trace list, the dashboard…),
+        not on whatever detail was last pushed there: T, D, W, G and E land the same way
+        every time."""
+        await self.switch_mode(mode)
+        while len(self.screen_stack) > 1:
+            await self.pop_screen()
+
+    async def action_show_mode(self, mode: str) -> None:
+        """The T/D/W/G/E keys (``show_mode_home``)."""
+        await self.show_mode_home(mode)
+
+    def action_dismiss_topmost(self) -> None:
+        """Esc: close a notification, else the key panel, else let the screen have the key.
+        While the user types in a field (a filter, a jump prompt), Esc is the field's."""
+        from textual.widgets import Input, TextArea
+
+        if isinstance(self.focused, Input | TextArea):
+            raise SkipAction()
+        if self._notifications:
+            self.clear_notifications()
+            return
         if self.screen.query("HelpPanel"):
             self.action_hide_help_panel()
-        else:
-            self.action_show_help_panel()
+            return
+        raise SkipAction()
+
+    def action_help(self) -> None:
+        """``?``: the help modal (the screen's keys, icons, colours); ``?`` again closes it."""
+        from agent_replay.screens.modals import HelpModal
+
+        if isinstance(self.screen, HelpModal):
+            self.screen.dismiss(None)
+            return
+        from agent_replay.widgets.key_bar import own_escape
+
+        keys: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        for key, active in self.screen.active_bindings.items():
+            binding = active.binding
+            if binding.action == "dismiss_topmost":
+                binding = own_escape(self.screen) or binding
+            # Ours all have ids; Textual's own (scrolling, tab, ^c) are left out.
+            if binding.id is None or not binding.description or not active.enabled:
+                continue
+            if binding.description in seen or binding.id.startswith(("step-", "hop-")):
+                continue
+            seen.add(binding.description)
+            keys.append((key_label(key), binding.tooltip or binding.description))
+        self.push_screen(HelpModal(keys))
 
     async def on_open_traces(self, message: OpenTraces) -> None:
         """Dashboard drill-down: the trace list, filtered."""
         from agent_replay.screens.trace_list import TraceListScreen
 
-        # Awaited: on a first visit the list must be composed before its filter bar is set.
-        await self.switch_mode("traces")
+        # Awaited: on a first visit the list must be composed before its filter bar is set;
+        # and the list itself, not a timeline or evals screen left on its stack.
+        await self.show_mode_home("traces")
         screen = self.screen
         if isinstance(screen, TraceListScreen):
             screen.apply_query(message.query)
@@ -137,25 +255,39 @@ class AgentReplayApp(App[int]):
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The command palette offers every action of the app and of the current screen."""
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Traces", "The trace list", lambda: self.switch_mode("traces"))
-        yield SystemCommand("Dashboard", "Totals and charts", lambda: self.switch_mode("dashboard"))
-        yield SystemCommand("Watch", "Running traces, live", lambda: self.switch_mode("watch"))
-        yield SystemCommand(
-            "Guards", "Guard policies: add, enable, remove", lambda: self.switch_mode("policies")
+        modes = (
+            ("Traces", "The trace list", "traces", "T"),
+            ("Dashboard", "Totals and charts", "dashboard", "D"),
+            ("Watch", "Running traces, live", "watch", "W"),
+            ("Guards", "Guard policies: add, enable, remove", "policies", "G"),
+            ("Evals", "Evaluation results of every trace", "evals", "E"),
         )
-        yield SystemCommand(
-            "Evals", "Evaluation results of every trace", lambda: self.switch_mode("evals")
-        )
-        seen = {"quit", "help", "dashboard", "traces", "watch", "guards", "evals"}
-        for binding in getattr(screen, "BINDINGS", []):
+        for title, help_text, mode, key in modes:
+            yield SystemCommand(
+                f"{title}  [{key}]",
+                help_text,
+                lambda mode=mode: self.run_action(f"show_mode({mode!r})"),
+            )
+        seen = {"quit", "help", "dashboard", "traces", "watch", "guards", "evals", "dismiss"}
+        # The screen's own bindings, and its focused widget's (the timeline's z, …).
+        bindings: list[Binding] = list(getattr(screen, "BINDINGS", []))
+        focused = screen.focused
+        if focused is not None:
+            bindings += [b for b in getattr(focused, "BINDINGS", []) if isinstance(b, Binding)]
+        for binding in bindings:
             if not isinstance(binding, Binding) or binding.id in seen or not binding.description:
                 continue
+            if not binding.show:
+                # navigation keys stay out, but not the actions kept off the footer
+                if binding.id is None or binding.id.startswith(("step-", "cursor")):
+                    continue
             seen.add(binding.id or binding.action)
             action = binding.action
+            target = screen if binding in getattr(screen, "BINDINGS", []) else focused
             yield SystemCommand(
-                binding.description,
+                f"{binding.description}  [{key_label(binding.key)}]",
                 binding.tooltip or binding.description,
-                lambda action=action, screen=screen: self.run_action(action, screen),
+                lambda action=action, target=target: self.run_action(action, target),
             )
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -184,6 +316,7 @@ def make_app(
     dashboard_refresh: float | None = None,
     watch_filter: LiveFilter | None = None,
     watch_interval: float = 0.5,
+    refresh_interval: float | None = 1.0,
 ) -> AgentReplayApp:
     """Build the app (used by the CLI and by the tests).
 
@@ -200,4 +333,5 @@ def make_app(
         dashboard_refresh=dashboard_refresh,
         watch_filter=watch_filter,
         watch_interval=watch_interval,
+        refresh_interval=refresh_interval,
     )

@@ -13,3 +13,12 @@ class OpenTraces(Message):
 
     query: str = ""
     """A filter-bar query, e.g. ``status:failed agent:bot``."""
+
+
+@dataclass
+class StoreChanged(Message):
+    """Another connection committed to the store (``PRAGMA data_version`` moved): the app
+    tells the current screen, which refreshes what it shows in place."""
+
+    version: int = 0
+    """The app's count of changes seen so far (``AgentReplayApp.store_version``)."""

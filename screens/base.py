@@ -16,14 +16,45 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from agent_replay.errors import AgentReplayError
+from agent_replay.messages import StoreChanged
 
 
 class BaseScreen(Screen[None]):
-    """A screen whose worker errors are reported by the app (a notification, never a crash)."""
+    """A screen whose worker errors are reported by the app (a notification, never a crash),
+    and that stays current: ``store_changed`` runs when the store changes while it is shown,
+    or when it comes back into view after a change (``StoreChanged``)."""
+
+    _seen_version = 0
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.app.report_worker_error(event.worker)  # type: ignore[attr-defined]
+
+    def on_store_changed(self, message: StoreChanged) -> None:
+        self._catch_up()
+
+    def on_screen_resume(self) -> None:
+        if self._seen_version != getattr(self.app, "store_version", 0):
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        version = getattr(self.app, "store_version", 0)
+        if version != self._seen_version:
+            self._seen_version = version
+            self.store_changed()
+
+    def store_changed(self) -> None:
+        """Refresh what the screen shows, keeping the cursor (override; runs on the UI
+        thread, so start a worker)."""
+
+    def mark_updated(self) -> None:
+        """Say in the footer when the view last read the store (the app's clock)."""
+        from agent_replay.widgets.key_bar import KeyBar
+
+        now = self.app.clock.now()  # type: ignore[attr-defined]
+        self._seen_version = getattr(self.app, "store_version", 0)
+        for bar in self.query(KeyBar):
+            bar.note = f"updated {now:%H:%M:%S}"
 
 
 class TraceScreen(BaseScreen):

@@ -25,7 +25,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from agent_replay.display import fmt_int, safe, truncate
@@ -51,6 +51,7 @@ from agent_replay.widgets.charts import (
     compact,
     money,
 )
+from agent_replay.widgets.key_bar import KeyBar
 
 EMPTY_STORE = (
     "No traces yet, so there is nothing to chart.\n\n"
@@ -120,6 +121,7 @@ class Card(Static):
 class DashboardScreen(BaseScreen):
     """Totals and charts over the last days of the store."""
 
+    TITLE = "Dashboard"
     CSS_PATH = "dashboard.tcss"
     BINDINGS = [
         Binding("r", "reload", "Refresh", id="refresh", tooltip="Recompute the figures now"),
@@ -130,7 +132,17 @@ class DashboardScreen(BaseScreen):
             id="window",
             tooltip="Show the last 7, 14, 30 or 90 days",
         ),
+        Binding(
+            "c",
+            "cycle_cost",
+            "Cost by",
+            id="cost-by",
+            tooltip="The cost panel by agent, by model or by day",
+        ),
     ]
+
+    cost_by: reactive[str] = reactive("agent")
+    """What the cost panel breaks the cost down by: ``agent``, ``model`` or ``day``."""
 
     days: reactive[int] = reactive(DEFAULT_DAYS, init=False)
     """The window's length in days (today included)."""
@@ -191,7 +203,7 @@ class DashboardScreen(BaseScreen):
                     yield DataTable(id="evals-table", cursor_type="none", zebra_stripes=True)
                     yield Static("", classes="panel-empty")
         yield Static(EMPTY_STORE, id="empty-state", classes="-empty-state", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         titles = {
@@ -284,10 +296,15 @@ class DashboardScreen(BaseScreen):
 
     # --- showing ----------------------------------------------------------------------
 
+    def store_changed(self) -> None:
+        """Something was written: the figures again (past days reused, as a timer tick)."""
+        self._tick()
+
     @on(DataLoaded)
     def show_data(self, message: DataLoaded) -> None:
         data = message.data
         self.data = data
+        self.mark_updated()
         body = self.query_one("#dashboard-body")
         body.loading = False
         body.display = not data.is_empty
@@ -356,9 +373,37 @@ class DashboardScreen(BaseScreen):
         tokens = self.query_one("#tokens-chart", HBarChart)
         tokens.empty_text = "No tokens recorded" if data.totals.traces else quiet
         tokens.set_bars([Bar(a.agent, a.tokens) for a in data.agents])
+        self._show_cost(data)
+
+    def _show_cost(self, data: DashboardData) -> None:
+        """The cost panel, by agent, by model (llm_calls; unpriced ones counted in the
+        subtitle) or by day."""
+        quiet = f"No traces in the last {data.days} days"
         cost = self.query_one("#cost-chart", HBarChart)
         cost.empty_text = "No cost recorded" if data.totals.traces else quiet
-        cost.set_bars([Bar(a.agent, a.cost_usd) for a in data.agents])
+        panel = self.query_one("#cost-panel")
+        panel.border_title = f"Cost by {self.cost_by}"
+        panel.border_subtitle = "c: agent/model/day"
+        if self.cost_by == "model":
+            unpriced = sum(m.calls - m.priced for m in data.cost_by_model)
+            if unpriced:
+                panel.border_subtitle = f"{unpriced:,} calls unpriced · c"
+            cost.set_bars([Bar(m.model or "(no model)", m.cost_usd) for m in data.cost_by_model])
+        elif self.cost_by == "day":
+            per_day = data.cost_by_model_per_day
+            cost.set_bars(
+                [Bar(f"{day:%m-%d}", sum(m.cost_usd for m in per_day[day])) for day in per_day]
+            )
+        else:
+            cost.set_bars([Bar(a.agent, a.cost_usd) for a in data.agents])
+
+    def action_cycle_cost(self) -> None:
+        order = ("agent", "model", "day")
+        self.cost_by = order[(order.index(self.cost_by) + 1) % len(order)]
+
+    def watch_cost_by(self) -> None:
+        if self.data is not None and not self.data.is_empty:
+            self._show_cost(self.data)
 
     def _show_tables(self, data: DashboardData) -> None:
         since = f"since:{data.since}"

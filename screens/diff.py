@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, safe, truncate
@@ -42,6 +42,7 @@ from agent_replay.widgets.diff_view import (
     signed_int,
     signed_ms,
 )
+from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
 _MUTED = "$text-muted"
@@ -179,6 +180,7 @@ def _divergence_line(diff: TraceDiff) -> Content:
 class DiffScreen(BaseScreen):
     """Two traces side by side, aligned by content, with what differs in each pair."""
 
+    TITLE = "Diff"
     CSS_PATH = "diff.tcss"
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="back", tooltip="Back to where you were"),
@@ -198,6 +200,21 @@ class DiffScreen(BaseScreen):
             tooltip="Jump to where the traces first part ways",
         ),
         Binding("s", "swap", "Swap", id="swap", tooltip="Compare the other way round"),
+        Binding(
+            "enter",
+            "open_step",
+            "Open step",
+            id="open-step",
+            tooltip="This line's step in its trace's timeline (B's; A's for a deleted step)",
+        ),
+        Binding(
+            "a",
+            "open_step('a')",
+            "Open A's step",
+            id="open-step-a",
+            tooltip="This line's step in trace A's timeline",
+            show=False,
+        ),
     ]
 
     @dataclass
@@ -233,7 +250,7 @@ class DiffScreen(BaseScreen):
         with Vertical(id="diff-body"):
             yield DiffView(id="diff-view")
             yield PairDetail(id="pair-detail")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def view(self) -> DiffView:
@@ -317,6 +334,18 @@ class DiffScreen(BaseScreen):
             self.notify("The traces agree: no divergence.", title="Diff", timeout=3)
             return
         self.view.cursor = index
+
+    def action_open_step(self, side: str = "") -> None:
+        """Open the highlighted line's step in its trace's timeline: B's step, or A's when
+        ``side`` is ``a`` or the step exists only in A."""
+        row = self.view.current
+        if row is None or row.trace_part is not None:
+            return
+        use_a = side == "a" or row.b is None
+        step_side = row.a if use_a else row.b
+        if step_side is None or step_side.number is None:
+            return
+        self.app.open_trace(self.a_id if use_a else self.b_id, step_side.number)  # type: ignore[attr-defined]
 
     def action_swap(self) -> None:
         self.app.switch_screen(DiffScreen(self.b_id, self.a_id))

@@ -12,6 +12,7 @@ excerpts, AI summaries) is escaped with ``display.safe`` and shown as plain ``Co
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_time, safe, truncate
@@ -31,6 +32,7 @@ from agent_replay.errors import AgentReplayError
 from agent_replay.screens.base import BaseScreen
 from agent_replay.screens.live_watch import fmt_age
 from agent_replay.trace.base import canonical_time, time_ms
+from agent_replay.widgets.key_bar import KeyBar
 
 PAGE_SIZE = 200
 PREFETCH_MARGIN = 40
@@ -187,6 +189,7 @@ def _extra_lines(details: dict[str, Any]) -> list[Content]:
 class EvalsScreen(BaseScreen):
     """Stored evaluations: of one trace, or of every trace (the ``evals`` mode)."""
 
+    TITLE = "Evaluations"
     CSS_PATH = "evals.tcss"
     BINDINGS = [
         Binding("escape", "back", "Back", id="back", tooltip="Back to the previous screen"),
@@ -228,17 +231,22 @@ class EvalsScreen(BaseScreen):
         count: int
         failed: list[str]
 
-    def __init__(self, trace_id: str | None = None) -> None:
+    def __init__(self, trace_id: str | None = None, *, step: int | None = None) -> None:
         """Args:
         trace_id: the trace whose evaluations to show (an id or unique prefix); ``None``
             shows every trace's, newest first.
+        step: the step the user came from: the first evaluation whose evidence cites it is
+            selected, and ``o`` opens the timeline there.
         """
         super().__init__()
+        self.step = step
+        """The step the user came from (``None``: none)."""
         self.trace_id = trace_id
         """The trace shown (the full id once loaded); ``None`` for every trace."""
         self._evaluations: dict[str, dict[str, Any]] = {}
         self._after: tuple[int, Any] | None = None
         self._loading = False
+        self._refreshing = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -249,7 +257,7 @@ class EvalsScreen(BaseScreen):
                 detail.border_title = "Evaluation"
                 yield Static("", id="eval-detail-text")
         yield Static("", id="evals-empty", classes="-empty-state")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def table(self) -> DataTable[Any]:
@@ -274,18 +282,26 @@ class EvalsScreen(BaseScreen):
         if action == "run_presets":
             return self.scoped
         if action == "open_trace":
-            return not self.scoped
+            return not self.scoped or self.step is not None
         if action == "back":
             return len(self.app.screen_stack) > 1
         return True
 
     # --- loading ----------------------------------------------------------------------
 
-    def reload(self) -> None:
-        """Load the first page again."""
-        self.query_one("#evals-body").loading = True
+    def reload(self, *, quiet: bool = False) -> None:
+        """Load the first page again (``quiet``: a live refresh, no loading veil and the
+        selection kept)."""
+        if not quiet:
+            self.query_one("#evals-body").loading = True
+        self._refreshing = quiet
         self._loading = True
         self._load(None)
+
+    def store_changed(self) -> None:
+        """New results may have been stored (``eval`` in another terminal): read again."""
+        if not self._loading:
+            self.reload(quiet=True)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="evals", description="evals")
     def _load(self, after: tuple[int, Any] | None) -> None:
@@ -319,6 +335,9 @@ class EvalsScreen(BaseScreen):
     @on(EvalsLoaded)
     def show_evaluations(self, message: EvalsLoaded) -> None:
         table = self.table
+        kept = self.selected
+        if not message.append:
+            self.mark_updated()
         if not message.append:
             table.clear()
             self._evaluations = {}
@@ -340,8 +359,21 @@ class EvalsScreen(BaseScreen):
             text = EMPTY_TRACE.format(id=self.trace_id) if self.scoped else EMPTY_STORE
             placeholder.update(Content(safe(text, multiline=True)))
         elif not message.append:
-            table.move_cursor(row=0)
-            self.selected = next(iter(self._evaluations))
+            keys = list(self._evaluations)
+            row = 0
+            if self._refreshing and kept in self._evaluations:
+                row = keys.index(kept)
+            elif self.step is not None:
+                row = next(
+                    (
+                        i
+                        for i, key in enumerate(keys)
+                        if cites_step(self._evaluations[key].get("details"), self.step)
+                    ),
+                    0,
+                )
+            table.move_cursor(row=row)
+            self.selected = keys[row]
 
     def _row(self, evaluation: dict[str, Any]) -> list[Any]:
         # Rich ``Text`` cells, as the trace list uses: DataTable sizes columns from them.
@@ -413,8 +445,12 @@ class EvalsScreen(BaseScreen):
     def action_open_trace(self) -> None:
         evaluation = self._evaluations.get(self.selected or "")
         trace_id = evaluation.get("trace_id") if evaluation else self.trace_id
-        if trace_id:
-            self.app.open_trace(str(trace_id))  # type: ignore[attr-defined]
+        if not trace_id:
+            return
+        step = self.step
+        if step is None and evaluation is not None:
+            step = first_cited_step(evaluation.get("details"))
+        self.app.open_trace(str(trace_id), step)  # type: ignore[attr-defined]
 
     def action_run_presets(self) -> None:
         if self.trace_id is not None:
@@ -439,6 +475,29 @@ class EvalsScreen(BaseScreen):
         else:
             self.notify(f"All {message.count} presets passed.", title="Evaluate")
         self.reload()
+
+
+def _cited_steps(details: Any) -> Iterator[int]:
+    """Step numbers an evaluation's details cite (``{"step": N}`` in its evidence)."""
+    if isinstance(details, dict):
+        step = details.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            yield step
+        for value in details.values():
+            yield from _cited_steps(value)
+    elif isinstance(details, list):
+        for value in details:
+            yield from _cited_steps(value)
+
+
+def cites_step(details: Any, step: int) -> bool:
+    """Whether an evaluation's details cite ``step``."""
+    return any(n == step for n in _cited_steps(details))
+
+
+def first_cited_step(details: Any) -> int | None:
+    """The first step an evaluation's details cite."""
+    return next(_cited_steps(details), None)
 
 
 def _trace_title(trace: dict[str, Any]) -> Content:

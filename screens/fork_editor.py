@@ -31,7 +31,6 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import (
     Button,
-    Footer,
     Header,
     OptionList,
     RadioButton,
@@ -55,6 +54,7 @@ from agent_replay.services.fork import (
 )
 from agent_replay.trace.io import dumps_bytes
 from agent_replay.widgets.diff_view import field_diff_lines
+from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.step_detail import json_text
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
@@ -101,6 +101,7 @@ class StepChoice:
 class ForkEditorScreen(TraceScreen):
     """Fork a trace at a step with an edited input, then compare the fork with its parent."""
 
+    TITLE = "Fork editor"
     CSS_PATH = "fork_editor.tcss"
     BINDINGS = [
         Binding(
@@ -109,6 +110,14 @@ class ForkEditorScreen(TraceScreen):
             "Back",
             id="back",
             tooltip="Leave without forking",
+            priority=True,
+        ),
+        Binding(
+            "ctrl+n",
+            "next_field",
+            "Next field",
+            id="next-field",
+            tooltip="Leave the editor for the next control (Tab indents inside the editor)",
             priority=True,
         ),
         Binding(
@@ -180,7 +189,7 @@ class ForkEditorScreen(TraceScreen):
                     language="json",
                     soft_wrap=True,
                     show_line_numbers=True,
-                    tab_behavior="focus",
+                    tab_behavior="indent",  # Tab indents JSON; ctrl+n moves on
                 )
                 yield Static("", id="fork-validation")
             with Vertical(id="fork-result"):
@@ -193,7 +202,7 @@ class ForkEditorScreen(TraceScreen):
                 yield RadioButton("replace", id="mode-replace")
             yield Static(Content(MODE_HELP["merge"]), id="fork-mode-help")
             yield Button("Save fork", id="fork-save", variant="primary", disabled=True)
-        yield Footer()
+        yield KeyBar()
 
     @property
     def editor(self) -> TextArea:
@@ -206,6 +215,10 @@ class ForkEditorScreen(TraceScreen):
     @property
     def save_button(self) -> Button:
         return self.query_one("#fork-save", Button)
+
+    def action_next_field(self) -> None:
+        """Move focus on: Tab belongs to the editor (it indents), so this is the way out."""
+        self.focus_next()
 
     def on_mount(self) -> None:
         self.steps_list.border_title = "Fork at step"

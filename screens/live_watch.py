@@ -24,7 +24,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Footer, Header, OptionList, Static
+from textual.widgets import Header, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
@@ -32,6 +32,7 @@ from agent_replay.display import fmt_int, fmt_time, safe, truncate
 from agent_replay.screens.base import BaseScreen
 from agent_replay.services.liveness import finalize_orphans
 from agent_replay.store.live import LiveFeed, LiveFilter, LiveStep, LiveTrace, LiveUpdate
+from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.live_steps import LiveStepRow, LiveSteps
 from agent_replay.widgets.step_timeline import StepTimeline
 
@@ -183,6 +184,7 @@ class WatchTraceList(OptionList):
 class LiveWatchScreen(BaseScreen):
     """Running traces, live: new steps appear as the store records them."""
 
+    TITLE = "Live watch"
     CSS_PATH = "live_watch.tcss"
     BINDINGS = [
         Binding(
@@ -255,7 +257,7 @@ class LiveWatchScreen(BaseScreen):
                 yield LiveSteps(id="watch-steps")
                 yield Static("", id="watch-step-note")
         yield Static(self._empty_text(), id="watch-empty", classes="-empty-state", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     @property
     def trace_list(self) -> WatchTraceList:

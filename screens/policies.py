@@ -23,13 +23,14 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Footer, Header, Label, Static
+from textual.widgets import Button, DataTable, Header, Label, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_time, safe, truncate
 from agent_replay.errors import AgentReplayError
 from agent_replay.screens.base import BaseScreen
 from agent_replay.services.guard.policy import Policy
+from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.policy_form import PolicyDraft, PolicyForm, PreviewStep, preview_steps
 
 ACTION_STYLES = {
@@ -301,6 +302,7 @@ class PolicyFormScreen(ModalScreen[PolicyDraft | None]):
 class PoliciesScreen(BaseScreen):
     """Every guard policy, highest priority first; add, enable/disable and remove them."""
 
+    TITLE = "Guard policies"
     CSS_PATH = "policies.tcss"
     BINDINGS = [
         Binding("a", "add_policy", "Add", id="policy-add", tooltip="Add a policy"),
@@ -360,7 +362,7 @@ class PoliciesScreen(BaseScreen):
             yield Static(EMPTY, id="policies-empty", classes="-empty-state", markup=False)
             yield Static("", id="policy-detail")
         yield Static("", id="policies-status")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.table.add_columns("ON", "NAME", "ACTION", "PRIORITY", "FAILS", "PATTERN")

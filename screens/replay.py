@@ -9,19 +9,27 @@ cancels the pending one: nothing ever sleeps on the UI thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import ClassVar
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.cache import LRUCache
 from textual.containers import Horizontal
+from textual.geometry import Region, Size
 from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 from textual.timer import Timer
-from textual.widgets import DataTable, Footer, Header, Input, ProgressBar, Static
+from textual.widgets import Header, Input, ProgressBar, Static
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.errors import AgentReplayError
 from agent_replay.screens.base import TraceScreen
 from agent_replay.services.replay import INSTANT, Replay, faster, slower, speed_label
+from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.replay_state import ReplayState
 from agent_replay.widgets.step_timeline import STEP_ICONS
 
@@ -38,14 +46,123 @@ TUI_SPEED = 1.0
 """The screen starts at 1×: as recorded (long steps capped), so the playhead can be watched."""
 
 
-class PlayheadTable(DataTable[Text], can_focus=False):
-    """The revealed steps; the cursor row is the playhead. Never focused: the screen owns
-    every key (a focused table would take the arrows, Home and End)."""
+class PlayheadView(ScrollView, can_focus=False):
+    """The revealed steps, the last one (the playhead) highlighted: a Line-API view that
+    renders only the visible lines, so a move costs the same at step 5,000 as at step 1.
+    Never focused: the screen owns every key.
+
+    ``row_count``, ``cursor_row`` and ``get_row_at`` read like a ``DataTable``'s.
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "playhead-view--header",
+        "playhead-view--cursor",
+        "playhead-view--error",
+        "playhead-view--muted",
+    }
+    DEFAULT_CSS = """
+    PlayheadView {
+        overflow-x: hidden;
+        overflow-y: auto;
+        background: $surface;
+        & > .playhead-view--header { color: $text-muted; text-style: bold; }
+        & > .playhead-view--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        & > .playhead-view--error { color: $text-error; }
+        & > .playhead-view--muted { color: $text-muted; }
+    }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._cells: Callable[[int], list[Text]] = lambda index: []
+        self._count = 0
+        self._cache: LRUCache[tuple[int, int, bool], Strip] = LRUCache(256)
+        self.widths = [width for _, _, width in COLUMNS]
+        """Cells per column (the step number's grows with the trace: ``10000`` needs 5)."""
+
+    @property
+    def row_count(self) -> int:
+        """Steps revealed."""
+        return self._count
+
+    @property
+    def cursor_row(self) -> int:
+        """The playhead's row (the last revealed), ``-1`` before the first step."""
+        return self._count - 1
+
+    def get_row_at(self, index: int) -> list[Text]:
+        """The cells of row ``index``."""
+        return self._cells(index)
+
+    def show(self, count: int, cells: Callable[[int], list[Text]] | None = None) -> None:
+        """Reveal the first ``count`` steps (``cells`` builds a row's cells on demand)."""
+        if cells is not None:
+            self._cells = cells
+            self._cache.clear()
+        old, self._count = self._count, count
+        self.virtual_size = Size(0, count + 1)  # + the header line
+        page = max(1, self.scrollable_content_region.height - 1)
+        if count - 1 < self.scroll_offset.y or count > self.scroll_offset.y + page:
+            self.scroll_to(y=max(0, count - page), animate=False, immediate=True)
+        for index in (old - 1, old, count - 1, count):
+            self._refresh_row(index)
+
+    def _refresh_row(self, index: int) -> None:
+        y = index - self.scroll_offset.y + 1
+        if y >= 1:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        if y == 0:
+            style = self.get_component_rich_style("playhead-view--header", partial=True)
+            header = Text(no_wrap=True, end="")
+            for (label, _, _), cell_width in zip(COLUMNS, self.widths, strict=True):
+                header.append(" " + label.ljust(cell_width)[:cell_width], style)
+            return self._strip(header, width)
+        index = self.scroll_offset.y + y - 1
+        if not 0 <= index < self._count:
+            return Strip.blank(width, self.rich_style)
+        is_cursor = index == self._count - 1
+        key = (index, width, is_cursor)
+        strip = self._cache.get(key)
+        if strip is None:
+            text = Text(no_wrap=True, end="")
+            for cell_width, cell in zip(self.widths, self._cells(index), strict=True):
+                cell = cell.copy()
+                cell.truncate(cell_width, overflow="ellipsis")
+                justify = cell.justify == "right"
+                plain = cell.cell_len
+                pad = " " * max(cell_width - plain, 0)
+                text.append(" ")
+                if justify:
+                    text.append(pad)
+                text.append_text(cell)
+                if not justify:
+                    text.append(pad)
+            if is_cursor:
+                text.stylize(self.get_component_rich_style("playhead-view--cursor", partial=True))
+            strip = self._strip(text, width)
+            self._cache[key] = strip
+        return strip
+
+    def _strip(self, text: Text, width: int) -> Strip:
+        segments = list(text.render(self.app.console))
+        return Strip(segments).crop_extend(0, width, self.rich_style).simplify()
 
 
 class ReplayScreen(TraceScreen):
     """Play a trace back: the steps revealed so far, and the state at the playhead."""
 
+    TITLE = "Replay"
     CSS_PATH = "replay.tcss"
     AUTO_FOCUS = ""  # nothing takes focus: the screen owns every key ("" not None: None inherits)
     BINDINGS = [
@@ -53,12 +170,8 @@ class ReplayScreen(TraceScreen):
             "escape", "back", "Back", id="back", tooltip="Back (or cancel the jump)", priority=True
         ),
         Binding("space", "toggle_play", "Play/Pause", id="play", tooltip="Play or pause"),
-        Binding(
-            "right,l", "step(1)", "Step", id="step-forward", tooltip="One step forward", show=False
-        ),
-        Binding(
-            "left,h", "step(-1)", "Step back", id="step-back", tooltip="One step back", show=False
-        ),
+        Binding("right,l", "step(1)", "Step", id="replay-forward", tooltip="One step forward"),
+        Binding("left,h", "step(-1)", "Back a step", id="replay-back", tooltip="One step back"),
         Binding("g", "jump", "Jump", id="jump", tooltip="Jump to a step number"),
         Binding("plus,equals_sign", "faster", "Faster", id="faster", tooltip="Play faster"),
         Binding("minus,underscore", "slower", "Slower", id="slower", tooltip="Play slower"),
@@ -89,18 +202,18 @@ class ReplayScreen(TraceScreen):
             yield Static("", id="replay-status")
             yield ProgressBar(total=1, show_eta=False, id="replay-progress")
         with Horizontal(id="replay-body"):
-            yield PlayheadTable(id="replay-steps", cursor_type="row", zebra_stripes=True)
+            yield PlayheadView(id="replay-steps")
             yield ReplayState(id="replay-state")
         yield Input(
             placeholder="jump to step number, then Enter (Esc cancels)",
             type="integer",
             id="jump-input",
         )
-        yield Footer()
+        yield KeyBar()
 
     @property
-    def table(self) -> PlayheadTable:
-        return self.query_one("#replay-steps", PlayheadTable)
+    def table(self) -> PlayheadView:
+        return self.query_one("#replay-steps", PlayheadView)
 
     @property
     def state_panel(self) -> ReplayState:
@@ -112,10 +225,6 @@ class ReplayScreen(TraceScreen):
         return self._replay
 
     def on_mount(self) -> None:
-        table = self.table
-        # Fixed widths: revealing a longer name must not reflow the columns mid-replay.
-        for label, key, width in COLUMNS:
-            table.add_column(label, key=key, width=width)
         self.query_one("#replay-body").loading = True
         self.load_trace()
 
@@ -127,7 +236,10 @@ class ReplayScreen(TraceScreen):
         self.query_one("#replay-body").loading = False
         self.query_one("#replay-progress", ProgressBar).update(total=max(self._replay.total, 1))
         self.state_panel.end = self._replay.state_at(self._replay.total)
-        self.sub_title = f"replay · {trace['id']} · {truncate(safe(trace['agent_name']), 40)}"
+        last = self._replay.steps[-1]["step_number"] if self._replay.steps else 0
+        self.table.widths[0] = max(COLUMNS[0][2], len(str(last)))
+        self.table.show(0, self._row)
+        self.sub_title = f"{trace['id']} · {truncate(safe(trace['agent_name']), 40)}"
         start = 0
         if self._at_step is not None:
             try:
@@ -191,22 +303,9 @@ class ReplayScreen(TraceScreen):
         self._show_status()
 
     def _sync_table(self, position: int) -> None:
-        """Make the table hold exactly the first ``position`` steps, the last one under the
-        cursor. Moving forward appends rows, moving back removes them."""
-        table = self.table
-        shown = table.row_count
-        if position < shown:
-            if shown - position > position:
-                table.clear()
-                shown = 0
-            else:
-                for index in range(shown - 1, position - 1, -1):
-                    table.remove_row(str(index))
-                shown = position
-        for index in range(shown, position):
-            table.add_row(*self._row(index), key=str(index))
-        if position:
-            table.move_cursor(row=position - 1, animate=False)
+        """Show exactly the first ``position`` steps, the last one as the playhead (constant
+        cost: the view renders only what is visible)."""
+        self.table.show(position)
 
     def _row(self, index: int) -> list[Text]:
         step = self._replay.steps[index]

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Header, Input, Label, Static
+from textual.widgets import Header, Input, Label, Static
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe
 from agent_replay.screens.base import TraceScreen
-from agent_replay.widgets.step_detail import StepDetail
-from agent_replay.widgets.step_timeline import StepRow, StepTimeline
+from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.step_detail import StepDetail, json_text
+from agent_replay.widgets.step_timeline import StepRow, StepTimeline, step_rows
 
 STATUS_STYLES = {
     "completed": "bold $text-success",
@@ -61,6 +62,14 @@ def trace_header(trace: dict[str, Any], step_count: int) -> Content:
     ]
     if trace.get("error"):
         lines.append(Content.styled("✗ " + safe(trace["error"]), "$text-error"))
+    run_labels = [
+        safe(a.get("label") or "")
+        for a in trace.get("annotations") or []
+        if a.get("step_number") is None
+    ]
+    if run_labels:
+        chips = " ".join(f"#{label}" for label in run_labels)
+        lines.append(Content.assemble(("labels ", muted), (chips, "bold $text-accent")))
     return Content("\n").join(lines)
 
 
@@ -119,6 +128,7 @@ class JumpToStepModal(ModalScreen[int | None]):
 class TimelineScreen(TraceScreen):
     """The steps of one trace in order, with the selected step's detail beside them."""
 
+    TITLE = "Timeline"
     CSS_PATH = "timeline.tcss"
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back", id="back", tooltip="Back to the trace list"),
@@ -130,6 +140,40 @@ class TimelineScreen(TraceScreen):
             tooltip="Show long payloads in full, or fold them again",
         ),
         Binding("g", "jump", "Go to step", id="jump", tooltip="Jump to a step number"),
+        Binding(
+            "a",
+            "annotate('step')",
+            "Annotate",
+            id="annotate-step",
+            tooltip="Label the selected step (good, bad, wrong-tool…), with a note",
+        ),
+        Binding(
+            "A",
+            "annotate('trace')",
+            "Annotate run",
+            id="annotate-trace",
+            tooltip="Label the whole run",
+            show=False,
+        ),
+        Binding(
+            "y", "copy('input')", "Copy input", id="copy-input", tooltip="Copy the step's input"
+        ),
+        Binding(
+            "Y",
+            "copy('output')",
+            "Copy output",
+            id="copy-output",
+            tooltip="Copy the step's output (or its error)",
+            show=False,
+        ),
+        Binding(
+            "o",
+            "open_pager",
+            "Pager",
+            id="pager",
+            tooltip="The whole step in $PAGER (else $EDITOR, else less)",
+            show=False,
+        ),
         Binding("t", "open_tree", "Tree/why", id="tree-why", tooltip="The step tree and why-chain"),
         Binding(
             "p", "open_replay", "Replay", id="replay", tooltip="Replay this trace step by step"
@@ -157,22 +201,26 @@ class TimelineScreen(TraceScreen):
             "(agent-replay proxy --replay)",
             show=False,  # in the key panel and the command palette: the footer stays as it is
         ),
-        # Out of the footer (in the key panel and the command palette), like the app's G.
         Binding(
             "e",
             "open_evals",
             "Evals",
             id="evals-of-trace",
-            tooltip="This trace's evaluations (r runs the presets)",
-            show=False,
+            tooltip="This trace's evaluations, on the selected step (r runs the presets)",
         ),
     ]
 
     folded: reactive[bool] = reactive(True)
     """Whether long payloads in the detail pane are folded to their first lines."""
 
-    def __init__(self, trace_id: str) -> None:
+    def __init__(self, trace_id: str, *, step: int | None = None) -> None:
+        """Args:
+        trace_id: a trace id or unique prefix.
+        step: the step to select first (default: the first step).
+        """
         super().__init__(trace_id)
+        self._initial_step = step
+        self._running = False
         self._steps: dict[int, dict[str, Any]] = {}
         self._parent_id: str | None = None
 
@@ -182,7 +230,7 @@ class TimelineScreen(TraceScreen):
         with Horizontal(id="timeline-body"):
             yield StepTimeline(id="step-timeline")
             yield StepDetail(id="step-detail")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def timeline(self) -> StepTimeline:
@@ -199,7 +247,7 @@ class TimelineScreen(TraceScreen):
 
     def prepare_trace(self, trace: dict[str, Any]) -> list[StepRow]:
         """The timeline's rows, built in the worker."""
-        return [StepRow.from_step(step) for step in trace["steps"]]
+        return step_rows(trace["steps"], trace.get("annotations") or [])
 
     @on(TraceScreen.TraceLoaded)
     def show_trace(self, message: TraceScreen.TraceLoaded) -> None:
@@ -212,8 +260,17 @@ class TimelineScreen(TraceScreen):
         header.update(trace_header(trace, len(message.prepared)))
         if not message.prepared:
             self.detail.empty_message = "This trace has no steps."
-        self.timeline.set_steps(message.prepared)
+        self.sub_title = self.trace_id
+        self._running = trace.get("status") == "running"
+        self.timeline.set_steps(message.prepared, select=self._initial_step)
+        self.mark_updated()
         self.query_one("#timeline-body").loading = False
+
+    def store_changed(self) -> None:
+        """A running trace grows while it is open: read it again, the cursor kept."""
+        if self._running:
+            self._initial_step = self.timeline.selected_step
+            self.load_trace()
 
     @on(TraceScreen.TraceLoadFailed)
     def leave_after_failure(self, message: TraceScreen.TraceLoadFailed) -> None:
@@ -237,6 +294,89 @@ class TimelineScreen(TraceScreen):
     def action_toggle_fold(self) -> None:
         self.folded = not self.folded
 
+    def _selected(self) -> dict[str, Any] | None:
+        number = self.timeline.selected_step
+        return None if number is None else self._steps.get(number)
+
+    def action_copy(self, part: str) -> None:
+        """Copy the selected step's input, or its output (its error when it has no output),
+        to the clipboard (Textual's: OSC 52, so it works over SSH too)."""
+        step = self._selected()
+        if step is None:
+            return
+        value = step.get(part)
+        if part == "output" and value is None and step.get("error"):
+            part, value = "error", step["error"]
+        if value is None:
+            self.notify(f"Step {step['step_number']} has no {part}.", title="Copy", timeout=3)
+            return
+        text = value if isinstance(value, str) else json_text(value)
+        self.app.copy_to_clipboard(text)
+        self.notify(
+            f"Step {step['step_number']} {part}: {len(text):,} characters",
+            title="Copied",
+            timeout=3,
+        )
+
+    def action_open_pager(self) -> None:
+        """The selected step in full (JSON) in ``$PAGER``, else ``$EDITOR``, else ``less``."""
+        import os
+        import shlex
+        import subprocess
+        import tempfile
+
+        from textual.app import SuspendNotSupported
+
+        step = self._selected()
+        if step is None:
+            return
+        command = os.environ.get("PAGER") or os.environ.get("EDITOR") or "less"
+        with tempfile.NamedTemporaryFile(
+            "w", suffix=".json", prefix=f"step-{step['step_number']}-", delete=False
+        ) as handle:
+            handle.write(json_text(step) + "\n")
+        try:
+            with self.app.suspend():
+                subprocess.run([*shlex.split(command), handle.name], check=False)
+        except (SuspendNotSupported, OSError) as exc:  # the web driver, tests; a missing pager
+            self.notify(f"Cannot open {command}: {exc}", title="Pager", severity="warning")
+        finally:
+            os.unlink(handle.name)
+
+    def action_annotate(self, scope: str) -> None:
+        """Ask for a label (and a note) for the selected step or the run, then write it."""
+        from agent_replay.screens.modals import AnnotateModal
+
+        step = self.timeline.selected_step if scope == "step" else None
+        if scope == "step" and step is None:
+            return
+        target = f"step {step} of {self.trace_id}" if step else self.trace_id
+
+        def save(answer: tuple[str, str | None] | None) -> None:
+            if answer is not None:
+                self._annotate(step, *answer)
+
+        self.app.push_screen(AnnotateModal(target), save)
+
+    @work(thread=True, exit_on_error=False, group="annotate", description="annotate")
+    def _annotate(self, step: int | None, label: str, note: str | None) -> None:
+        """Write the annotation through the recorder (validated, redacted), then reload."""
+        from agent_replay.commands.annotate import default_author
+        from agent_replay.services.recorder import TraceRecorder
+
+        store = self.app.store  # type: ignore[attr-defined]
+        with store.db.connection_context():
+            TraceRecorder(store, clock=self.app.clock).annotate(  # type: ignore[attr-defined]
+                self.trace_id, label=label, step_number=step, note=note, author=default_author()
+            )
+        self.app.call_from_thread(self._annotated, step, label)
+
+    def _annotated(self, step: int | None, label: str) -> None:
+        where = f"step {step}" if step else "the run"
+        self.notify(f"{where}: {label}", title="Annotated", timeout=3, markup=False)
+        self._initial_step = self.timeline.selected_step
+        self.load_trace()
+
     def action_jump(self) -> None:
         if not self._steps:
             return
@@ -258,7 +398,7 @@ class TimelineScreen(TraceScreen):
             self.log.warning(f"tree/why view unavailable: {exc}")
             self.notify("The tree/why view is not available yet.", severity="warning")
             return
-        self.app.push_screen(TreeWhyScreen(self.trace_id))
+        self.app.push_screen(TreeWhyScreen(self.trace_id, step=self.timeline.selected_step))
 
     def action_open_replay(self) -> None:
         try:
@@ -268,7 +408,7 @@ class TimelineScreen(TraceScreen):
             self.log.warning(f"replay view unavailable: {exc}")
             self.notify("The replay view is not available yet.", severity="warning")
             return
-        self.app.push_screen(ReplayScreen(self.trace_id))
+        self.app.push_screen(ReplayScreen(self.trace_id, at_step=self.timeline.selected_step))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "diff_parent":
@@ -314,4 +454,4 @@ class TimelineScreen(TraceScreen):
     def action_open_evals(self) -> None:
         from agent_replay.screens.evals import EvalsScreen
 
-        self.app.push_screen(EvalsScreen(self.trace_id))
+        self.app.push_screen(EvalsScreen(self.trace_id, step=self.timeline.selected_step))

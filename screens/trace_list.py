@@ -15,22 +15,46 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe, truncate
 from agent_replay.errors import AgentReplayError
 from agent_replay.screens.base import BaseScreen
-from agent_replay.store.queries import Page, TraceSummary, count_traces, list_traces
+from agent_replay.store.queries import (
+    Page,
+    TraceSummary,
+    count_matching,
+    count_traces,
+    list_traces,
+)
+from agent_replay.widgets.key_bar import KeyBar
 
 PAGE_SIZE = 200
 PREFETCH_MARGIN = 40
+REFRESH_LIMIT = 2_000
+"""A live refresh reads the rows shown again, up to this many (the rest reload as paged)."""
+COLUMNS = ("ID", "AGENT", "STATUS", "STEPS", "TOKENS", "COST", "DURATION", "STARTED", "TAGS")
+HIDE_ORDER: tuple[tuple[int, str], ...] = (
+    (150, "TAGS"),
+    (120, "COST"),
+    (110, "STARTED"),
+    (96, "DURATION"),
+)
+"""Columns dropped below a terminal width, least needed first (announced in the status line)."""
+
+
+def hidden_columns(width: int) -> tuple[str, ...]:
+    """The columns left out at this terminal width."""
+    return tuple(name for limit, name in HIDE_ORDER if width < limit)
+
+
 SORTS = ("time", "tokens", "duration", "cost")
 STATUS_STYLES = {
     "completed": "green",
@@ -77,10 +101,19 @@ def trace_row(item: TraceSummary, mark: str | None = None) -> list[Any]:
 class TraceListScreen(BaseScreen):
     """Every trace in the store, newest first; Enter opens one."""
 
+    TITLE = "Traces"
     CSS_PATH = "trace_list.tcss"
+    AUTO_FOCUS = "#trace-table"
     BINDINGS = [
         Binding("slash", "focus_filter", "Filter", id="filter", tooltip="Filter the traces"),
         Binding("s", "cycle_sort", "Sort", id="sort", tooltip="Sort by time/tokens/duration/cost"),
+        Binding(
+            "S",
+            "reverse_sort",
+            "Reverse",
+            id="reverse-sort",
+            tooltip="Sort the other way round (newest or largest first, or last)",
+        ),
         Binding("r", "reload", "Reload", id="reload", tooltip="Reload from the store"),
         Binding(
             "m",
@@ -101,7 +134,7 @@ class TraceListScreen(BaseScreen):
             "clear_filter",
             "Clear filter",
             id="clear-filter",
-            tooltip="Clear the filter bar (or, with no filter, the marks)",
+            tooltip="In the filter bar: back to the table; else clear the filter (or the marks)",
             show=False,
         ),
     ]
@@ -110,6 +143,8 @@ class TraceListScreen(BaseScreen):
     """The sort key: time, tokens, duration or cost."""
     query_text: reactive[str] = reactive("")
     """The filter bar's query (``status:failed agent:bot text``)."""
+    descending: reactive[bool] = reactive(True)
+    """Newest (or largest) first; ``S`` turns it round."""
 
     @dataclass
     class PageLoaded(Message):
@@ -118,6 +153,11 @@ class TraceListScreen(BaseScreen):
         page: Page
         append: bool
         total: int | None
+        """Traces in the store (``None`` on an appended page)."""
+        matching: int | None = None
+        """Traces the filter matches (``None`` on an appended page)."""
+        refresh: bool = False
+        """A live refresh: keep the cursor and the scroll position."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -126,6 +166,12 @@ class TraceListScreen(BaseScreen):
         self._ids: list[str] = []
         self._parents: dict[str, str] = {}
         self._forks: set[str] = set()
+        self._items: dict[str, TraceSummary] = {}
+        self._total = 0
+        self._matching = 0
+        self._new_above = 0
+        self._hidden: tuple[str, ...] = ()
+        self._typing = False
         self.marks: list[str] = []
         """The marked trace ids, oldest first: ``marks[0]`` is A, ``marks[1]`` is B."""
 
@@ -141,19 +187,45 @@ class TraceListScreen(BaseScreen):
             yield DataTable(id="trace-table", cursor_type="row", zebra_stripes=True)
             yield Static(EMPTY_STORE, id="empty-state", classes="-empty-state", markup=False)
             yield Static("", id="list-status")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def table(self) -> DataTable[Any]:
         return self.query_one("#trace-table", DataTable)
 
     def on_mount(self) -> None:
-        self.table.add_columns(
-            "ID", "AGENT", "STATUS", "STEPS", "TOKENS", "COST", "DURATION", "STARTED", "TAGS"
-        )
+        self._hidden = hidden_columns(self.app.size.width)
+        self.table.add_columns(*(c for c in COLUMNS if c not in self._hidden))
         self.query_one("#empty-state").display = False
         self.table.focus()
         self.reload()
+
+    def on_resize(self) -> None:
+        hidden = hidden_columns(self.app.size.width)
+        if hidden == self._hidden:
+            return
+        self._hidden = hidden
+        table = self.table
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        table.add_columns(*(c for c in COLUMNS if c not in hidden))
+        for trace_id in self._ids:
+            table.add_row(*self._cells(self._items[trace_id]), key=trace_id)
+        if self._ids:
+            table.move_cursor(row=min(cursor, len(self._ids) - 1), animate=False)
+        self._show_status()
+
+    def _cells(self, item: TraceSummary) -> list[Any]:
+        cells = trace_row(item, self._mark_of(item.id))
+        return [c for c, name in zip(cells, COLUMNS, strict=True) if name not in self._hidden]
+
+    def store_changed(self) -> None:
+        """Another process (or this app) wrote: read the rows shown again, in place."""
+        if self._loading:
+            return
+        self._loading = True
+        limit = min(max(PAGE_SIZE, len(self._ids)), REFRESH_LIMIT)
+        self._load_page(self.query_text, self.sort, None, append=False, limit=limit, refresh=True)
 
     # --- loading ----------------------------------------------------------------------
 
@@ -161,40 +233,92 @@ class TraceListScreen(BaseScreen):
         """Start over from the first page with the current query and sort."""
         self._after = None
         self._loading = True
+        self._new_above = 0
         self._load_page(self.query_text, self.sort, None, append=False)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="traces", description="traces")
     def _load_page(
-        self, query: str, sort: str, after: tuple[Any, str] | None, append: bool
+        self,
+        query: str,
+        sort: str,
+        after: tuple[Any, str] | None,
+        append: bool,
+        *,
+        limit: int = PAGE_SIZE,
+        refresh: bool = False,
     ) -> None:
         from agent_replay.services.query import parse_query
 
         parsed = parse_query(query, self.app.clock.now())  # type: ignore[attr-defined]
         store = self.app.store  # type: ignore[attr-defined]
+        descending = self.descending
         with store.db.connection_context():
-            page = list_traces(store, parsed.filters, sort=sort, limit=PAGE_SIZE, after=after)
-            total = None if append else count_traces(store)
+            page = list_traces(
+                store,
+                parsed.filters,
+                sort=sort,
+                descending=descending,
+                limit=limit,
+                after=after,
+            )
+            total = matching = None
+            if not append:
+                total = count_traces(store)
+                matching = count_matching(store, parsed.filters) if query.strip() else total
         if not get_current_worker().is_cancelled:
-            self.post_message(self.PageLoaded(page, append, total))
+            self.post_message(self.PageLoaded(page, append, total, matching, refresh))
 
     @on(PageLoaded)
     def show_page(self, message: PageLoaded) -> None:
         table = self.table
+        kept_id = self._highlighted_id() if message.refresh else None
+        kept_row = table.cursor_row
+        kept_scroll = table.scroll_y
+        old_ids = set(self._ids)
         if not message.append:
             table.clear()
             self._ids = []
+            self._items = {}
         for item in message.page.items:
-            table.add_row(*trace_row(item, self._mark_of(item.id)), key=item.id)
+            table.add_row(*self._cells(item), key=item.id)
             self._ids.append(item.id)
+            self._items[item.id] = item
             if item.is_fork:
                 self._forks.add(item.id)
                 self._parents[item.id] = str(item.data["parent_trace_id"])
         self._after = message.page.after
         self._loading = False
+        if message.total is not None:
+            self._total = message.total
+            self._matching = message.matching if message.matching is not None else message.total
+        if message.refresh and old_ids:
+            self._keep_place(kept_id, kept_row, kept_scroll, old_ids)
+        if not message.append:
+            self.mark_updated()
         empty_store = message.total == 0
         self.query_one("#empty-state").display = empty_store
         table.display = not empty_store
+        if empty_store and not self._typing:
+            # Hiding the table would hand focus to the filter bar, where q types "q".
+            self.set_focus(None)
+        elif not empty_store and self.focused is None:
+            table.focus()
         self._show_status(empty_store=empty_store)
+
+    def _keep_place(
+        self, kept_id: str | None, kept_row: int, kept_scroll: float, old_ids: set[str]
+    ) -> None:
+        """After a live refresh: the cursor on the trace it was on, the view where it was
+        (shifted by the rows that arrived above), and the newcomers counted."""
+        table = self.table
+        index = self._ids.index(kept_id) if kept_id in self._ids else None
+        new_above = sum(1 for i in self._ids[: index or 0] if i not in old_ids)
+        self._new_above += new_above
+        if index is not None:
+            table.move_cursor(row=index, animate=False, scroll=False)
+            table.scroll_to(y=kept_scroll + new_above, animate=False, immediate=True)
+        elif self._ids:
+            table.move_cursor(row=min(kept_row, len(self._ids) - 1), animate=False)
 
     def _show_status(self, *, empty_store: bool = False) -> None:
         status = self.query_one("#list-status", Static)
@@ -203,8 +327,18 @@ class TraceListScreen(BaseScreen):
         elif not self._ids:
             status.update(Text("No traces match the filter. Esc clears it."))
         else:
-            more = " (more below)" if self._after else ""
-            line = Text(f"{len(self._ids):,} shown{more} · sorted by {self.sort}")
+            shown = len(self._ids)
+            of = self._matching if self.query_text.strip() else self._total
+            noun = "trace" if of == 1 else "traces"
+            counted = f"{shown:,} of {of:,} {noun}" if of > shown else f"{shown:,} {noun}"
+            filtered = f" matching (of {self._total:,})" if self.query_text.strip() else ""
+            arrow = "↓" if self.descending else "↑"
+            line = Text(f"{counted}{filtered} · by {self.sort} {arrow}")
+            if self._new_above:
+                line.append(f"  {self._new_above:,} new ↑", "bold")
+            if self._hidden:
+                names = ", ".join(c.lower() for c in self._hidden)
+                line.append(f" · hidden: {names}", "dim")
             for mark, trace_id in zip("AB", self.marks, strict=False):
                 line.append("  ")
                 line.append(f" {mark} ", MARK_STYLES[mark])
@@ -217,6 +351,9 @@ class TraceListScreen(BaseScreen):
 
     @on(DataTable.RowHighlighted, "#trace-table")
     def load_more_near_end(self, event: DataTable.RowHighlighted) -> None:
+        if self._new_above and event.cursor_row == 0 == self.table.cursor_row:
+            self._new_above = 0  # seen: the newcomers are at the top
+            self._show_status()
         if (
             self._after is not None
             and not self._loading
@@ -249,12 +386,34 @@ class TraceListScreen(BaseScreen):
         self.query_text = text
         self.sort = parsed.sort
         self.reload()
-        self.table.focus()
+        self._focus_list()
 
     def action_focus_filter(self) -> None:
+        self._typing = True
         self.query_one("#filter-bar", Input).focus()
 
+    @on(events.DescendantFocus, "#filter-bar")
+    def keep_keys_in_an_empty_store(self) -> None:
+        """In an empty store the hidden table's focus falls to the filter bar (and a deferred
+        focus may land after the first page): unless / asked for it, the keys stay keys."""
+        if not self.table.display and not self._typing:
+            self.set_focus(None)
+
+    def _focus_list(self) -> None:
+        """Focus the table (or nothing, in an empty store: the keys then reach the app)."""
+        self._typing = False
+        if self.table.display:
+            self.table.focus()
+        else:
+            self.set_focus(None)
+
     def action_clear_filter(self) -> None:
+        filter_bar = self.query_one("#filter-bar", Input)
+        if filter_bar.has_focus:
+            # Esc leaves the bar as Enter does, dropping what was typed but not applied.
+            filter_bar.value = self.query_text
+            self._focus_list()
+            return
         if self.query_text or self.query_one("#filter-bar", Input).value:
             self.apply_query("")
         elif self.marks:
@@ -264,6 +423,10 @@ class TraceListScreen(BaseScreen):
 
     def action_cycle_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
+        self.reload()
+
+    def action_reverse_sort(self) -> None:
+        self.descending = not self.descending
         self.reload()
 
     def action_reload(self) -> None:

@@ -8,25 +8,61 @@ walk the ``why`` command prints. Producer text is escaped and shown as plain ``T
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Footer, Header, Static, Tree
+from textual.widgets import Header, Static, Tree
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.screens.base import TraceScreen
 from agent_replay.services.analysis import decision_points, why_chain
+from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.why_tree import WhyTree, decisions_text, why_text
+
+
+class WhyPanel(VerticalScroll, can_focus=True):
+    """The why-chain panel: ↑/↓ pick a hop, Enter opens it in the timeline."""
+
+    BINDINGS = [
+        Binding("up", "hop(-1)", "Previous hop", id="hop-up", show=False),
+        Binding("down", "hop(1)", "Next hop", id="hop-down", show=False),
+        Binding(
+            "enter",
+            "open_hop",
+            "Open hop",
+            id="open-hop",
+            tooltip="Open the selected hop's step in the timeline",
+        ),
+    ]
+
+    @dataclass
+    class HopMoved(Message):
+        """↑/↓ in the panel."""
+
+        delta: int
+
+    @dataclass
+    class HopChosen(Message):
+        """Enter in the panel."""
+
+    def action_hop(self, delta: int) -> None:
+        self.post_message(self.HopMoved(delta))
+
+    def action_open_hop(self) -> None:
+        self.post_message(self.HopChosen())
 
 
 class TreeWhyScreen(TraceScreen):
     """The steps of a trace as a tree; the why-chain of the step under the cursor; decisions."""
 
+    TITLE = "Tree and why"
     CSS_PATH = "tree_why.tcss"
     BINDINGS = [
         Binding(
@@ -56,6 +92,9 @@ class TreeWhyScreen(TraceScreen):
         super().__init__(trace_id)
         self._initial_step = step
         self._steps: list[dict[str, Any]] = []
+        self._chain: list[Any] = []
+        self.hop = 0
+        """Index of the hop picked in the why panel (0: the step itself)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -63,13 +102,13 @@ class TreeWhyScreen(TraceScreen):
         with Horizontal(id="tree-why-body"):
             yield WhyTree(id="why-tree")
             with Vertical(id="tree-why-side"):
-                with VerticalScroll(id="why-panel", can_focus=True) as why:
+                with WhyPanel(id="why-panel") as why:
                     why.border_title = "Why"
                     yield Static("", id="why-text")
                 with VerticalScroll(id="decisions-panel", can_focus=True) as decisions:
                     decisions.border_title = "Decisions"
                     yield Static("", id="decisions-text")
-        yield Footer()
+        yield KeyBar()
 
     @property
     def why_tree(self) -> WhyTree:
@@ -118,10 +157,35 @@ class TreeWhyScreen(TraceScreen):
     def watch_step(self, step: int | None) -> None:
         if step is None or not self._steps:
             return
-        chain = why_chain(self._steps, step)
-        self.why_tree.chain = tuple(h.step["step_number"] for h in chain)
-        self.query_one("#why-text", Static).update(why_text(chain))
+        self._chain = why_chain(self._steps, step)
+        self.why_tree.chain = tuple(h.step["step_number"] for h in self._chain)
+        self.hop = 0
+        self._show_chain()
         self.query_one("#why-panel", VerticalScroll).scroll_home(animate=False)
+
+    def _show_chain(self) -> None:
+        panel = self.query_one("#why-panel", WhyPanel)
+        selected = self.hop if panel.has_focus else None
+        self.query_one("#why-text", Static).update(why_text(self._chain, selected))
+
+    @on(WhyPanel.HopMoved)
+    def move_hop(self, message: WhyPanel.HopMoved) -> None:
+        if self._chain:
+            self.hop = max(0, min(self.hop + message.delta, len(self._chain) - 1))
+            self._show_chain()
+
+    @on(WhyPanel.HopChosen)
+    def open_hop(self) -> None:
+        """Enter on a hop: that step in the trace's timeline."""
+        if self._chain:
+            step = self._chain[self.hop].step["step_number"]
+            self.app.open_trace(self.trace_id, step)  # type: ignore[attr-defined]
+
+    @on(events.DescendantFocus)
+    @on(events.DescendantBlur)
+    def redraw_hops(self) -> None:
+        if self._chain:
+            self._show_chain()
 
     # --- actions ----------------------------------------------------------------------
 

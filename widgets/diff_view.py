@@ -37,6 +37,7 @@ from textual.widgets import Static
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, preview, safe
 from agent_replay.services.diff import FieldDiff, StepPair, TraceDiff
+from agent_replay.services.outcome import NOT_RERUN_LABEL, is_not_rerun, outcome_note
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
 RowKind = Literal["matched", "changed", "inserted", "deleted"]
@@ -116,6 +117,9 @@ class DiffRow:
             note = f"moved to B#{pair.moved_to}"
         elif pair.kind == "changed":
             note = ", ".join(pair.fields)
+        for label, step in (("A", pair.a), ("B", pair.b)):
+            if is_not_rerun(step):
+                note = f"{note} · {label} {NOT_RERUN_LABEL}".lstrip(" ·")
         return cls(
             kind=pair.kind,
             a=DiffSide.of(pair.a) if pair.a is not None else None,
@@ -643,6 +647,16 @@ def pair_content(pair: StepPair, width: int) -> Content:
         )
     if metrics:
         lines.append(Content.styled(" · ", _MUTED).join(metrics))
+    for label, step in (("A", pair.a), ("B", pair.b)):
+        note = outcome_note(step)
+        if note:
+            lines.append(
+                Content.styled(
+                    f"○ {label}#{step['step_number'] if step else ''} {note}: its recorded "
+                    "outcome is not a result of the fork",
+                    "italic $text-warning",
+                )
+            )
     lines.append(Content(""))
     if pair.kind == "changed":
         lines.extend(field_diff_lines(pair.differences, width))

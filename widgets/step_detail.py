@@ -23,7 +23,8 @@ from textual.reactive import var
 from textual.widgets import Static
 
 from agent_replay.display import fmt_int, fmt_ms, fmt_time, safe
-from agent_replay.trace.io import dumps_bytes
+from agent_replay.services.outcome import outcome_note
+from agent_replay.trace.io import dumps_bytes, loads
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
 FOLD_LINES = 40
@@ -78,18 +79,84 @@ def _fold_note(hidden: str) -> Content:
     return Content.styled(f"… {hidden} (press f to expand)", f"italic {_MUTED}")
 
 
+_LANGUAGE_KEYS = {
+    "sql": "sql",
+    "query": "sql",
+    "command": "bash",
+    "cmd": "bash",
+    "script": "bash",
+    "code": "python",
+    "source": "python",
+    "patch": "diff",
+    "diff": "diff",
+}
+_SQL_START = ("select ", "with ", "insert ", "update ", "delete ", "create ", "alter ", "drop ")
+
+
+def guess_language(text: str, key: str | None = None) -> str | None:
+    """The language to highlight a string in: from its key (``sql``, ``command``, ``patch``…),
+    else from how it starts (a diff, SQL, Python, JSON, a shell script); ``None``: plain."""
+    if key is not None and key.lower() in _LANGUAGE_KEYS:
+        return _LANGUAGE_KEYS[key.lower()]
+    head = text.lstrip()[:200]
+    lowered = head.lower()
+    if head.startswith(("diff --git", "--- ", "@@ ")) or "\n@@ " in text[:2000]:
+        return "diff"
+    if lowered.startswith(_SQL_START):
+        return "sql"
+    if head.startswith(("def ", "import ", "from ", "class ", "async def ")):
+        return "python"
+    if head.startswith(("#!/bin/", "#!/usr/bin/env bash", "#!/usr/bin/env sh", "$ ")):
+        return "bash"
+    if head.startswith(("{", "[")):
+        try:
+            loads(text)
+        except ValueError:
+            return None
+        return "json"
+    return None
+
+
+def text_content(text: str, folded: bool, key: str | None = None) -> tuple[Content, str | None]:
+    """A string as text (its newlines as lines, never ``\\n``), highlighted when its language
+    can be told; and what the fold hides."""
+    visible, hidden = fold(safe(text, multiline=True), folded)
+    language = guess_language(text, key)
+    body = highlight(visible, language=language) if language else Content(visible)
+    return body, hidden
+
+
+def _block_strings(value: Any) -> dict[str, str]:
+    """The top-level string members of an object that span lines (shown as text blocks)."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(v, str) and "\n" in v.strip()}
+
+
 def payload_content(value: Any, folded: bool) -> tuple[Content, bool]:
-    """A payload for display: strings as plain text, anything else as highlighted JSON.
+    """A payload for display: strings as text (highlighted when their language is clear),
+    anything else as highlighted JSON, with an object's multi-line string members taken out
+    and shown as text blocks under their key (the demo's SQL reads as SQL, not ``\\n``).
 
     Returns:
         The content and whether part of it was folded away.
     """
     if isinstance(value, str):
-        visible, hidden = fold(safe(value, multiline=True), folded)
-        body = Content(visible)
+        body, hidden = text_content(value, folded)
     else:
-        visible, hidden = fold(json_text(value), folded)
-        body = highlight(visible, language="json")
+        blocks = _block_strings(value)
+        rest = {k: v for k, v in value.items() if k not in blocks} if blocks else value
+        parts: list[Content] = []
+        hidden = None
+        if not blocks or rest:
+            visible, hidden = fold(json_text(rest), folded)
+            parts.append(highlight(visible, language="json"))
+        for key, text in blocks.items():
+            block, block_hidden = text_content(text, folded, key)
+            hidden = hidden or block_hidden
+            parts.append(Content.styled(f"{safe(key)} ─", f"bold {_MUTED}"))
+            parts.append(block)
+        body = Content("\n").join(parts)
     if hidden is None:
         return body, False
     return Content("\n").join([body, _fold_note(hidden)]), True
@@ -181,9 +248,18 @@ def title_content(step: Mapping[str, Any]) -> Content:
         fact("parent ", f"#{step['parent_step']}")
     if step.get("caused_by_step") is not None:
         fact("caused by ", f"#{step['caused_by_step']}")
-    if not facts:
-        return first
-    return Content("\n").join([first, Content(" · ").join(facts)])
+    lines = [first]
+    if facts:
+        lines.append(Content(" · ").join(facts))
+    note = outcome_note(dict(step))
+    if note:
+        lines.append(
+            Content.styled(
+                f"○ {note}: the fork has not run this step (fork --rerun re-sends an llm_call)",
+                "italic $text-warning",
+            )
+        )
+    return Content("\n").join(lines)
 
 
 class StepDetail(VerticalScroll):

@@ -30,6 +30,8 @@ from textual.strip import Strip
 
 from agent_replay.display import fmt_int, fmt_ms, safe
 from agent_replay.services.guard.verdict import is_blocked
+from agent_replay.services.outcome import is_not_rerun
+from agent_replay.services.summary import step_summary
 
 STEP_ICONS: dict[str, str] = {
     "thought": "∴",
@@ -54,6 +56,9 @@ STEP_COLORS: dict[str, str] = {
     "guard_check": "#e08fc8",
 }
 """One colour per step type (a Textual colour, usable in TCSS and in ``Content`` styles)."""
+
+MAX_INDENT = 6
+"""Nesting levels shown as indentation (deeper steps line up with the sixth)."""
 
 STRIP_CACHE_SIZE = 256
 """Rendered lines kept: a few screens' worth, whatever the trace's length."""
@@ -81,11 +86,36 @@ class StepRow:
     has_snapshot: bool = False
     blocked: bool = False
     """A guard check that blocked its action (``services.guard.verdict.is_blocked``)."""
+    summary: str = ""
+    """What the step did in one line (``services.summary``), already escaped."""
+    not_rerun: bool = False
+    """A fork's step whose recorded outcome was not copied (``services.outcome``)."""
+    depth: int = 0
+    """How deep the step nests under ``parent_step`` links (a subagent's steps: 1 or more)."""
+    children: int = 0
+    """How many steps nest under this one, at any depth (what folding it hides)."""
+    parent: int | None = None
+    """The step it nests under (``parent_step``, when that step comes before it)."""
+    labels: tuple[str, ...] = ()
+    """People's annotation labels on the step (escaped)."""
 
     @classmethod
-    def from_step(cls, step: Mapping[str, Any]) -> StepRow:
+    def from_step(
+        cls,
+        step: Mapping[str, Any],
+        *,
+        depth: int = 0,
+        children: int = 0,
+        labels: tuple[str, ...] = (),
+    ) -> StepRow:
         """The row of a step object of the trace format (as the store returns it)."""
         return cls(
+            summary=safe(step_summary(step)),
+            not_rerun=is_not_rerun(dict(step)),
+            depth=depth,
+            children=children,
+            parent=_parent_of(step),
+            labels=tuple(safe(label) for label in labels),
             number=int(step["step_number"]),
             step_type=str(step["step_type"]),
             name=safe(step.get("name") or ""),
@@ -96,6 +126,48 @@ class StepRow:
             has_snapshot=bool(step.get("snapshot")),
             blocked=is_blocked(step),
         )
+
+
+def _parent_of(step: Mapping[str, Any]) -> int | None:
+    parent = step.get("parent_step")
+    if isinstance(parent, int) and 0 < parent < int(step["step_number"]):
+        return parent  # a parent after its child (a producer's mistake) does not nest
+    return None
+
+
+def step_rows(
+    steps: Sequence[Mapping[str, Any]],
+    annotations: Sequence[Mapping[str, Any]] = (),
+) -> list[StepRow]:
+    """The timeline's rows of a trace's steps (in step order), with nesting depth, the
+    number of nested steps under each and the steps' annotation labels. Linear in the steps
+    times their depth."""
+    labels: dict[int, tuple[str, ...]] = {}
+    for annotation in annotations:
+        number = annotation.get("step_number")
+        if isinstance(number, int):
+            labels[number] = (*labels.get(number, ()), str(annotation.get("label") or ""))
+    depth: dict[int, int] = {}
+    parents: dict[int, int | None] = {}
+    children: dict[int, int] = {}
+    for step in steps:
+        number = int(step["step_number"])
+        parent = _parent_of(step)
+        parents[number] = parent if parent in depth else None
+        depth[number] = depth[parent] + 1 if parent in depth else 0
+        ancestor = parents[number]
+        while ancestor is not None:
+            children[ancestor] = children.get(ancestor, 0) + 1
+            ancestor = parents.get(ancestor)
+    return [
+        StepRow.from_step(
+            step,
+            depth=depth[int(step["step_number"])],
+            children=children.get(int(step["step_number"]), 0),
+            labels=labels.get(int(step["step_number"]), ()),
+        )
+        for step in steps
+    ]
 
 
 def duration_bar(duration_ms: float | None, longest_ms: float, width: int) -> str:
@@ -131,6 +203,13 @@ class StepTimeline(ScrollView, can_focus=True):
         ),
         Binding("home", "first", "First", id="step-first", tooltip="First step", show=False),
         Binding("end", "last", "Last", id="step-last", tooltip="Last step", show=False),
+        Binding(
+            "z",
+            "toggle_nest",
+            "Nesting",
+            id="fold-nested",
+            tooltip="Fold or unfold the steps nested under this one (a subagent's steps)",
+        ),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -141,6 +220,9 @@ class StepTimeline(ScrollView, can_focus=True):
         "step-timeline--bar-track",
         "step-timeline--blocked",
         "step-timeline--blocked-row",
+        "step-timeline--summary",
+        "step-timeline--not-rerun",
+        "step-timeline--label",
         *(f"step-timeline--{step_type}" for step_type in STEP_ICONS),
     }
 
@@ -159,6 +241,9 @@ class StepTimeline(ScrollView, can_focus=True):
         & > .step-timeline--bar-track { background: $foreground 6%; }
         & > .step-timeline--blocked { color: $text-warning; text-style: bold; }
         & > .step-timeline--blocked-row { background: $warning 18%; }
+        & > .step-timeline--summary { color: $text-muted; }
+        & > .step-timeline--not-rerun { color: $text-warning; text-style: italic; }
+        & > .step-timeline--label { color: $text-accent; text-style: bold; }
         & > .step-timeline--cursor { background: $block-cursor-blurred-background; }
         &:focus > .step-timeline--cursor {
             background: $block-cursor-background;
@@ -197,8 +282,11 @@ class StepTimeline(ScrollView, can_focus=True):
         classes: str | None = None,
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
+        self._all_rows: list[StepRow] = []
         self._rows: list[StepRow] = []
         self._numbers: list[int] = []
+        self.folded_steps: set[int] = set()
+        """Steps whose nested steps are folded away."""
         self._longest_ms = 0.0
         self._number_width = 1
         self.strip_cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(STRIP_CACHE_SIZE)
@@ -219,21 +307,58 @@ class StepTimeline(ScrollView, can_focus=True):
 
     def set_steps(self, rows: Sequence[StepRow], *, select: int | None = None) -> None:
         """Show ``rows`` (in step order) and select step ``select`` (default: the first)."""
-        self._rows = list(rows)
+        self._all_rows = list(rows)
+        self._show_visible()
+        index = self._index_of(select) if select is not None else None
+        self.set_reactive(StepTimeline.cursor, index or 0)
+        self.refresh()
+        self._after_cursor_moved()
+
+    def _show_visible(self) -> None:
+        """Recompute the visible rows: those with no folded step above them."""
+        if self.folded_steps:
+            hidden: set[int] = set()
+            rows = []
+            for row in self._all_rows:
+                if row.parent is not None and (
+                    row.parent in hidden or row.parent in self.folded_steps
+                ):
+                    hidden.add(row.number)
+                else:
+                    rows.append(row)
+            self._rows = rows
+        else:
+            self._rows = self._all_rows
         self._numbers = [row.number for row in self._rows]
         durations = [row.duration_ms or 0.0 for row in self._rows]
         self._longest_ms = max(durations, default=0.0)
         self._number_width = max(1, len(str(max(self._numbers, default=0))))
         self._clear_caches()
         self.virtual_size = Size(0, len(self._rows) + 1)  # + the fixed header line
-        index = self._index_of(select) if select is not None else None
-        self.set_reactive(StepTimeline.cursor, index or 0)
+
+    def action_toggle_nest(self) -> None:
+        """Fold the selected step's nested steps (or the fold it sits in), or unfold them."""
+        if not self._rows:
+            return
+        row = self._rows[self.cursor]
+        target = row.number if (row.children or row.number in self.folded_steps) else row.parent
+        if target is None:
+            return
+        self.folded_steps ^= {target}
+        self._show_visible()
+        self.set_reactive(StepTimeline.cursor, self._index_of(target) or 0)
         self.refresh()
         self._after_cursor_moved()
 
     def select_step(self, number: int) -> bool:
-        """Move the cursor to step ``number``; ``False`` if the trace has no such step."""
+        """Move the cursor to step ``number`` (unfolding what hides it); ``False`` if the
+        trace has no such step."""
         index = self._index_of(number)
+        if index is None and self.folded_steps:
+            self.folded_steps.clear()
+            self._show_visible()
+            self.refresh()
+            index = self._index_of(number)
         if index is None:
             return False
         self.cursor = index
@@ -324,17 +449,21 @@ class StepTimeline(ScrollView, can_focus=True):
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"step-timeline--{name}", partial=True)
 
-    def _name_width(self, width: int, with_type: bool) -> int:
+    def _name_width(self, width: int, with_type: bool, with_bar: bool = True) -> int:
         # " 12 ⚙ tool_call   NAME… █████▌     218ms   1,186 ": one space between columns
-        fixed = 1 + self._number_width + 3 + _BAR_WIDTH + _DURATION_WIDTH + _TOKENS_WIDTH + 4
+        fixed = 1 + self._number_width + 3 + _DURATION_WIDTH + _TOKENS_WIDTH + 3
+        if with_bar:
+            fixed += _BAR_WIDTH + 1
         if with_type:
             fixed += _TYPE_WIDTH + 1
         return max(1, width - fixed)
 
-    def _layout(self, width: int) -> tuple[bool, int]:
-        """Whether the type label fits, and the name column's width."""
+    def _layout(self, width: int) -> tuple[bool, bool, int]:
+        """Whether the type label and the duration bar fit, and the name column's width
+        (the type goes first, then the bar, so the name keeps room to be read)."""
         with_type = self._name_width(width, True) >= _MIN_NAME_WIDTH
-        return with_type, self._name_width(width, with_type)
+        with_bar = with_type or self._name_width(width, False) >= _MIN_NAME_WIDTH
+        return with_type, with_bar, self._name_width(width, with_type, with_bar)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
@@ -359,21 +488,22 @@ class StepTimeline(ScrollView, can_focus=True):
     def _header_strip(self, width: int) -> Strip:
         if self._header is not None and self._header[0] == width:
             return self._header[1]
-        with_type, name_width = self._layout(width)
+        with_type, with_bar, name_width = self._layout(width)
         style = self._style("header")
         text = Text(no_wrap=True, end="")
         text.append(" " + "#".rjust(self._number_width) + "   ", style)
         if with_type:
             text.append("TYPE".ljust(_TYPE_WIDTH + 1), style)
         text.append("NAME".ljust(name_width + 1), style)
-        text.append("DURATION".ljust(_BAR_WIDTH + 1 + _DURATION_WIDTH + 1), style)
+        bar = _BAR_WIDTH + 1 if with_bar else 0
+        text.append("DURATION".rjust(bar + _DURATION_WIDTH) + " ", style)
         text.append("TOKENS".rjust(_TOKENS_WIDTH) + " ", style)
         strip = self._to_strip(text, width)
         self._header = (width, strip)
         return strip
 
     def _render_row(self, row: StepRow, width: int, is_cursor: bool) -> Strip:
-        with_type, name_width = self._layout(width)
+        with_type, with_bar, name_width = self._layout(width)
         type_style = self.get_component_rich_style(
             f"step-timeline--{row.step_type}", partial=True, default=Style()
         )
@@ -384,13 +514,17 @@ class StepTimeline(ScrollView, can_focus=True):
             text.append(row.step_type[:_TYPE_WIDTH].ljust(_TYPE_WIDTH) + " ", type_style)
         text.append_text(self._name_cell(row, name_width))
         text.append(" ")
-        bar = duration_bar(row.duration_ms, self._longest_ms, _BAR_WIDTH)
-        filled = bar.rstrip()
-        text.append(filled, type_style)
-        # not partial: the track's translucent background must blend with the widget's
-        track = self.get_component_rich_style("step-timeline--bar-track")
-        text.append(" " * (_BAR_WIDTH - len(filled)), track)
-        text.append(" " + fmt_ms(row.duration_ms).rjust(_DURATION_WIDTH) + " ")
+        if with_bar:
+            bar = duration_bar(row.duration_ms, self._longest_ms, _BAR_WIDTH)
+            filled = bar.rstrip()
+            text.append(filled, type_style)
+            # not partial: the track's translucent background must blend with the widget's
+            track = self.get_component_rich_style("step-timeline--bar-track")
+            text.append(" " * (_BAR_WIDTH - len(filled)), track)
+        if row.not_rerun:
+            text.append(" " + "not run".rjust(_DURATION_WIDTH) + " ", self._style("not-rerun"))
+        else:
+            text.append(" " + fmt_ms(row.duration_ms).rjust(_DURATION_WIDTH) + " ")
         tokens = fmt_int(row.tokens) if row.tokens is not None else ""
         text.append(tokens.rjust(_TOKENS_WIDTH) + " ")
         if is_cursor:
@@ -414,6 +548,10 @@ class StepTimeline(ScrollView, can_focus=True):
             markers.append(" ⊘", self._style("blocked"))
         elif row.has_error and row.step_type != "error":
             markers.append(" ✗", self._style("error"))
+        if row.not_rerun:
+            markers.append(" ○", self._style("not-rerun"))
+        for label in row.labels:  # people's labels: kept, the name is cut first
+            markers.append(f" #{label[:16]}", self._style("label"))
         name = Text(row.name or "—", no_wrap=True, end="")
         if not row.name:
             name.stylize(self._style("muted"))
@@ -421,7 +559,18 @@ class StepTimeline(ScrollView, can_focus=True):
             name.stylize(self._style("blocked"))
         elif row.has_error:
             name.stylize(self._style("error"))
-        name.truncate(max(1, width - markers.cell_len), overflow="ellipsis")
+        lead = Text(" " * min(row.depth, MAX_INDENT), end="")
+        if row.children:
+            lead.append("▸ " if row.number in self.folded_steps else "▾ ", self._style("muted"))
+        name = Text.assemble(lead, name, no_wrap=True, end="")
+        room = max(1, width - markers.cell_len)
+        name.truncate(room, overflow="ellipsis")
         name.append_text(markers)
+        if row.number in self.folded_steps:
+            name.append(f" +{row.children}", self._style("muted"))
+        if row.not_rerun:
+            name.append(" not re-run", self._style("not-rerun"))
+        elif row.summary and name.cell_len + 3 < width:
+            name.append("  " + row.summary, self._style("summary"))
         name.truncate(width, overflow="ellipsis", pad=True)
         return name

@@ -133,9 +133,10 @@ class WhyTree(Tree[Step]):
                 node.set_label(self._label_for(node.data))
 
 
-def why_text(hops: Sequence[Hop]) -> Text:
+def why_text(hops: Sequence[Hop], selected: int | None = None) -> Text:
     """The why panel: each hop of the chain with how it was reached, and at each decision the
-    option chosen and why."""
+    option chosen and why. Hop ``selected`` (an index into ``hops``) is highlighted: Enter
+    opens it in the timeline."""
     text = Text()
     if not hops:
         return text
@@ -143,13 +144,18 @@ def why_text(hops: Sequence[Hop]) -> Text:
     text.append("Why ", style="bold")
     text.append_text(_step_ref(first))
     text.append("?\n", style="bold")
+    if selected == 0:
+        text.stylize("reverse", 0, len(text) - 1)
     for depth, hop in enumerate(hops[1:], start=1):
         s = hop.step
         pad = "  " * depth
+        start = len(text)
         text.append(f"{pad}↑ ")
         text.append(REASONS[hop.reason], style="italic dim")
         text.append(" ")
         text.append_text(_step_ref(s, style=CHAIN_STYLE))
+        if depth == selected:
+            text.stylize("reverse", start + len(pad), len(text))
         text.append("\n")
         decision = s.get("decision")
         if decision:

@@ -162,6 +162,7 @@ def _step_label(step: dict[str, Any] | None) -> str:
 
 def _pairs(result: Any, lines: list[str], paint: Any) -> None:
     from agent_replay.commands._common import fmt_ms, print_table
+    from agent_replay.services.outcome import is_not_rerun
 
     if not result.pairs:
         lines.append("(no steps on either side)")
@@ -181,6 +182,8 @@ def _pairs(result: Any, lines: list[str], paint: Any) -> None:
             note = f"moved to B#{pair.moved_to}"
         elif pair.kind == "changed":
             note = "changed: " + ", ".join(pair.fields)
+        if is_not_rerun(pair.a) or is_not_rerun(pair.b):
+            note = f"{note}; {'A' if is_not_rerun(pair.a) else 'B'} not re-run".lstrip("; ")
         rows.append(
             [
                 a_no,

@@ -70,12 +70,13 @@ def command(
     """Fork trace ID at step N and print the fork's full id.
 
     The fork is a new trace (status forked, linked to ID and N) holding steps 1..N-1 as
-    recorded and step N. --modify-input edits the fork's input (the run's input);
-    --modify-step-input edits step N's input; either, both or neither. An edit is a JSON Merge
-    Patch (RFC 7386) by default: keys of an object merge recursively and a null value deletes a
-    key; a non-object value, or --replace, replaces the input whole. Steps get fresh ids; tags,
-    session and evals are not copied. `list` marks the fork ⑂, and `agent-replay diff ID FORK`
-    shows exactly the edits.
+    recorded and step N, whose recorded outcome (output, error, tokens, duration) is not
+    copied: the fork has not run it, and `show` marks it "not re-run". --modify-input edits
+    the fork's input (the run's input); --modify-step-input edits step N's input; either, both
+    or neither. An edit is a JSON Merge Patch (RFC 7386) by default: keys of an object merge
+    recursively and a null value deletes a key; a non-object value, or --replace, replaces the
+    input whole. Steps get fresh ids; tags, session and evals are not copied. `list` marks the
+    fork ⑂, and `agent-replay diff ID FORK` shows the edits and step N's cleared outcome.
 
     Exit codes: 0 ok; 1 the write failed; 2 bad JSON, an N the trace doesn't have, or a bad id.
 
@@ -144,6 +145,11 @@ def command(
         f"forked {result.parent_trace_id} at step {from_step} ({what}); "
         f"{result.step_count} step(s). Compare: agent-replay diff {result.parent_trace_id} "
         f"{result.trace_id}",
+        err=True,
+    )
+    click.echo(
+        f"step {from_step}: {result.not_rerun} — the fork has not run it (--rerun re-sends an "
+        "llm_call to its model)",
         err=True,
     )
     return 0

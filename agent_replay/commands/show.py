@@ -153,6 +153,7 @@ class _Renderer:
 
     def _step_line(self, s: dict[str, Any], indent: str = "") -> str:
         from agent_replay.commands._common import fmt_cost, fmt_ms, preview, safe, truncate
+        from agent_replay.services.outcome import outcome_note
         from agent_replay.services.proxy.rerun import replay_mark
 
         p = self.paint
@@ -179,6 +180,9 @@ class _Renderer:
         if meta:
             parts.append(p("  " + "  ".join(meta), "dim"))
         line = "".join(parts)
+        not_rerun = outcome_note(s)
+        if not_rerun:
+            line += f"\n       {indent}{p('○ ' + not_rerun, 'yellow')}"
         if s["error"]:
             line += "\n       " + indent + p("error: " + truncate(safe(s["error"]), 100), "red")
         elif s["decision"]:

@@ -7,16 +7,19 @@ fresh trace and step ids, plus ``parent_trace_id``, ``forked_from_step`` and sta
 
 What a fork of trace P at step N holds
     - P's steps before N, copied as recorded (decisions and snapshots included);
-    - P's step N, its input edited if a step edit is given, everything else as recorded;
+    - P's step N, its input edited if a step edit is given, and *no recorded outcome*: the
+      fork has not run step N, so its output, error, tokens, duration, end and cost are
+      cleared and the step is marked ``not re-run`` (``services.outcome``); ``fork --rerun``
+      gives it the model's new reply instead;
     - no steps after N, no evals, no output or error (the fork has not run past N);
     - P's agent name and version, trigger, input (edited if a trace-input edit is given) and
       metadata, plus ``metadata.fork`` (``from_step``, ``created_at`` and ``edits``: each edit's
       ``target``, ``mode`` and ``modification``);
-    - P's start time (so the fork sorts beside its parent), ended at step N's end;
+    - P's start time (so the fork sorts beside its parent), ended where step N started;
     - the tags given (P's tags are not copied: a fork of a ``golden`` run is not golden);
     - no session id (live capture correlates by session; a fork must never receive events);
-    - ``total_cost_usd``: the cost of the copied steps (recorded ``metadata.cost_usd``, else P's
-      total shared by tokens; the rule of ``services.diff.step_costs``).
+    - ``total_cost_usd``: the cost of the steps before N (recorded ``metadata.cost_usd``, else
+      P's total shared by tokens; the rule of ``services.diff.step_costs``).
 
 The edits
     Two targets, either or both: the fork's *trace input* (``agent-replay fork
@@ -30,7 +33,8 @@ The edits
     always replaces the input with the modification.
 
 A diff of a fresh fork against its parent (``services.diff``, scoped to the fork) therefore
-shows exactly the edits. Must not import Textual or Rich.
+shows exactly the edits, plus step N's cleared outcome (reported as a change: the fork does not
+know what its step N would produce). Must not import Textual or Rich.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from typing import Any, Literal
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import UsageError
 from agent_replay.services.diff import step_costs
+from agent_replay.services.outcome import NOT_RERUN_LABEL, clear_outcome, outcome_note
 from agent_replay.store.db import Store
 from agent_replay.trace.base import canonical_time, time_before
 
@@ -97,6 +102,8 @@ class ForkResult:
     step_count: int
     edits: tuple[AppliedEdit, ...]
     """The edits applied, trace input first (empty: an unmodified copy up to step N)."""
+    not_rerun: str = ""
+    """What step N says about its outcome (``services.outcome.outcome_note``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,6 +113,7 @@ class ForkResult:
             "step_count": self.step_count,
             "status": "forked",
             "edits": [e.to_json() for e in self.edits],
+            "not_rerun": [self.forked_from_step],
         }
 
 
@@ -253,15 +261,17 @@ def build_fork(
     steps_in = [s for s in parent["steps"] if s["step_number"] <= from_step]
     costs, _ = step_costs(parent)
     cost_by_number = {s["step_number"]: c for s, c in zip(parent["steps"], costs, strict=True)}
-    known = [cost_by_number[s["step_number"]] for s in steps_in]
+    known = [cost_by_number[s["step_number"]] for s in steps_in if s["step_number"] < from_step]
     applied = planned_edits(parent, from_step, edit, trace_edit)
     new_input = {e.target: e.new_input for e in applied}
 
     steps: list[dict[str, Any]] = []
     for step in steps_in:
         copied = {k: copy.deepcopy(v) for k, v in step.items() if k not in _DROPPED_STEP_FIELDS}
-        if step["step_number"] == from_step and "step_input" in new_input:
-            copied["input"] = new_input["step_input"]
+        if step["step_number"] == from_step:
+            if "step_input" in new_input:
+                copied["input"] = new_input["step_input"]
+            copied = clear_outcome(copied)
         steps.append(copied)
 
     fork: dict[str, Any] = {k: copy.deepcopy(parent.get(k)) for k in _COPIED_TRACE_FIELDS}
@@ -275,7 +285,7 @@ def build_fork(
         ]
     fork.update(
         status="forked",
-        ended_at=steps[-1].get("ended_at") if steps else None,
+        ended_at=_fork_end(steps),
         total_cost_usd=(
             round(sum(c for c in known if c is not None), 9)
             if any(c is not None for c in known)
@@ -291,6 +301,14 @@ def build_fork(
     if started and ended and time_before(ended, started):
         fork["ended_at"] = None  # a producer's clock skew must not make the fork invalid
     return {k: v for k, v in fork.items() if v is not None}
+
+
+def _fork_end(steps: list[dict[str, Any]]) -> str | None:
+    """Where the fork's record stops: step N's start, else the latest end before it."""
+    if steps and steps[-1].get("started_at"):
+        return str(steps[-1]["started_at"])
+    ends = [s["ended_at"] for s in steps if s.get("ended_at")]
+    return str(ends[-1]) if ends else None
 
 
 def fork_trace(
@@ -336,4 +354,5 @@ def fork_trace(
         forked_from_step=from_step,
         step_count=len(written.steps),
         edits=planned_edits(parent, from_step, edit, trace_edit),
+        not_rerun=outcome_note(fork["steps"][-1]) or NOT_RERUN_LABEL,
     )

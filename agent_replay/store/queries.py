@@ -491,3 +491,10 @@ def iter_trace_ids(
 
 def count_traces(store: Store) -> int:
     return int(execute(store, "SELECT COUNT(*) FROM traces").fetchone()[0])
+
+
+def count_matching(store: Store, filters: TraceFilter) -> int:
+    """How many traces a filter matches (the trace list's "200 of 1,234")."""
+    where, params = where_sql(store, filters)
+    sql = f"SELECT COUNT(*) FROM traces t WHERE {where}"
+    return int(execute(store, sql, params).fetchone()[0])

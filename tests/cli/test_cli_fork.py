@@ -31,6 +31,7 @@ def test_fork_prints_the_full_id(cli: Run, demo: None, db: Run) -> None:
     assert re.fullmatch(r"trc_[A-Za-z0-9_-]+", fork_id)
     assert f"agent-replay diff {REGRESSED} {fork_id}" in result.err
     assert "step 6 input merged" in result.err
+    assert "step 6: not re-run (recorded error, duration not copied)" in result.err
     row = db(
         "SELECT status, parent_trace_id, forked_from_step, step_count FROM traces WHERE id = ?",
         (fork_id,),
@@ -48,7 +49,7 @@ def test_list_shows_the_fork(cli: Run, demo: None) -> None:
 
 
 def test_diff_against_the_parent_shows_exactly_the_edit(cli: Run, demo: None) -> None:
-    """Five matched steps, step 6 changed in input.timeout_s only, nothing else."""
+    """Five matched steps, step 6 changed in input.timeout_s and its cleared error."""
     edit = '{"timeout_s": 120}'
     fork_id = cli("fork", REGRESSED, "--from-step", "6", "--modify-step-input", edit).out.strip()
     payload = cli("diff", REGRESSED, fork_id, "--json").json()
@@ -56,12 +57,23 @@ def test_diff_against_the_parent_shows_exactly_the_edit(cli: Run, demo: None) ->
     assert payload["trace_differences"] == []
     assert payload["fork_scope"] == {"parent": "a", "beyond_fork": 3}
     (changed,) = [p for p in payload["pairs"] if p["kind"] == "changed"]
-    assert changed["differences"] == [
-        {"field": "input", "path": "input.timeout_s", "kind": "changed", "a": 30, "b": 120}
-    ]
+    edited, cleared = changed["differences"]
+    assert edited == {
+        "field": "input",
+        "path": "input.timeout_s",
+        "kind": "changed",
+        "a": 30,
+        "b": 120,
+    }
+    assert (cleared["path"], cleared["kind"]) == ("error", "removed")  # step 6 not re-run
+    shown = cli("show", fork_id).out
+    step_6 = shown[shown.index("    6  ") :]
+    assert "○ not re-run (recorded error, duration not copied)" in step_6
+    assert "statement timeout" not in step_6
     text = cli("diff", REGRESSED, fork_id).out
     assert "Steps: 5 matched, 1 changed, 0 inserted, 0 deleted (3 beyond the fork)" in text
     assert "First divergence: A#6 / B#6 tool_call run_sql: changed input" in text
+    assert "changed: input, error; B not re-run" in text
 
 
 FLIGHT = {

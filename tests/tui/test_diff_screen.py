@@ -177,7 +177,8 @@ async def test_d_in_a_fork_timeline_diffs_against_the_parent(seeded_store, tui) 
         assert screen.diff is not None
         assert screen.diff.counts == {"matched": 5, "changed": 1, "inserted": 0, "deleted": 0}
         changed = screen.diff.pairs[5]
-        assert [d.path for d in changed.differences] == ["input.timeout_s"]
+        # the edit, and step 6's recorded output not copied (not re-run)
+        assert [d.path for d in changed.differences] == ["input.timeout_s", "output"]
         assert _view(app).cursor == 5  # it opens on the first divergence
         assert "input.timeout_s  changed\n A  30\n B  120" in _detail(app).text
 
@@ -391,12 +392,23 @@ async def test_a_big_diff_renders_only_what_is_visible(empty_store, tui) -> None
         assert all(i < page or abs(i - 2_499) < page or i >= 5_000 - page for i in rendered)
 
 
-def test_snapshot_diff_of_the_demo_pair(seeded_store, tui, snap_compare) -> None:
-    """The good and the regressed demo runs, opened by marking both in the list."""
+async def test_enter_on_a_diff_row_opens_that_step_in_its_timeline(seeded_store, tui) -> None:
+    """Enter on a changed row: B's step in B's timeline; a opens A's."""
+    from agent_replay.screens.timeline import TimelineScreen
 
-    async def run_before(pilot: Any) -> None:
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        await pilot.press("down", "m", "up", "m", "d")
+        await app.push_screen(DiffScreen(GOOD, "trc_demo5regressed"))
         await settle(pilot)
-
-    assert snap_compare(tui(seeded_store), terminal_size=SIZE, run_before=run_before)
+        row = _view(app).current
+        assert row is not None and row.b is not None
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen) and screen.trace_id == "trc_demo5regressed"
+        assert screen.timeline.selected_step == row.b.number
+        await pilot.press("escape", "a")
+        await settle(pilot)
+        assert isinstance(app.screen, TimelineScreen) and app.screen.trace_id == GOOD
+        assert row.a is not None and app.screen.timeline.selected_step == row.a.number

@@ -224,7 +224,9 @@ async def test_editing_a_step_input_saves_a_fork_and_lands_on_its_diff(seeded_st
         assert screen.diff.counts == {"matched": 5, "changed": 1, "inserted": 0, "deleted": 0}
         assert not screen.diff.trace_differences
         (changed,) = [p for p in screen.diff.pairs if p.kind == "changed"]
-        assert [(d.path, d.a, d.b) for d in changed.differences] == [("input.timeout_s", 30, 120)]
+        edited, cleared = changed.differences
+        assert (edited.path, edited.a, edited.b) == ("input.timeout_s", 30, 120)
+        assert (cleared.path, cleared.kind) == ("output", "removed")  # step 6 not re-run
 
 
 async def test_a_fork_at_step_1_changes_step_1s_input(seeded_store, tui) -> None:
@@ -241,7 +243,7 @@ async def test_a_fork_at_step_1_changes_step_1s_input(seeded_store, tui) -> None
         assert screen.diff.trace_differences == []
         (changed,) = [p for p in screen.diff.pairs if p.kind == "changed"]
         assert changed.a_number == 1
-        assert [d.path for d in changed.differences] == ["input.database"]
+        assert [d.path for d in changed.differences] == ["input.database", "output"]
 
 
 async def test_a_step_the_trace_lacks_falls_back_to_the_first(seeded_store, tui) -> None:
@@ -252,6 +254,23 @@ async def test_a_step_the_trace_lacks_falls_back_to_the_first(seeded_store, tui)
         await _open_editor(pilot, step=99)
         assert app.screen.step == 1
         assert any("no step 99" in n.message for n in app._notifications)
+
+
+async def test_tab_indents_in_the_editor_and_ctrl_n_moves_on(seeded_store, tui) -> None:
+    """Tab stays in the editor (it indents, later keys still type); ctrl+n leaves it."""
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await _open_editor(pilot)
+        editor = _editor(app)
+        await _replace_text(pilot, "{")
+        await pilot.press("enter", "tab", *'"a": 1', "enter", "}")
+        await pilot.pause()
+        assert app.focused is editor
+        assert '\n    "a": 1' in editor.text or '\n\t"a": 1' in editor.text
+        await pilot.press("ctrl+n")
+        await pilot.pause()
+        assert app.focused is not editor
 
 
 def test_editable_json_escapes_raw_control_characters() -> None:

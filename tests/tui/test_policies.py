@@ -295,11 +295,6 @@ def _snapshot(snap_compare: Any, app: Any, run: Any = None) -> bool:
     return bool(snap_compare(app, terminal_size=SIZE, run_before=run_before))
 
 
-def test_snapshot_policies(seeded_store, tui, snap_compare) -> None:
-    """The demo's three policies, the deny selected with its detail."""
-    assert _snapshot(snap_compare, tui(seeded_store), _open_policies)
-
-
 def test_snapshot_policies_empty(empty_store, tui, snap_compare) -> None:
     """No policies yet: how to add one."""
     assert _snapshot(snap_compare, tui(empty_store, initial_mode="policies"))

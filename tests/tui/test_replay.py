@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 from tuikit import SIZE, settle
 
 from agent_replay.screens.replay import ReplayScreen
@@ -25,7 +25,7 @@ def _text(screen: Any, selector: str) -> str:
 
 
 def _rows(screen: Any) -> list[str]:
-    table = screen.query_one("#replay-steps", DataTable)
+    table = screen.query_one("#replay-steps")
     return [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
 
 
@@ -56,7 +56,7 @@ async def test_right_and_left_step_through_the_trace(seeded_store, tui) -> None:
         await pilot.press("right", "right", "l")
         assert screen.position == 3
         assert _rows(screen) == ["1", "2", "3"]
-        assert screen.query_one("#replay-steps", DataTable).cursor_row == 2
+        assert screen.query_one("#replay-steps").cursor_row == 2
         await pilot.press("left", "h")
         assert screen.position == 1
         assert _rows(screen) == ["1"]

@@ -70,9 +70,45 @@ async def test_steps_appear_in_order(seeded_store, tui) -> None:
         assert [row.name for row in timeline.rows] == TOOLCHAIN_NAMES
         lines = _visible_lines(timeline)
         assert "NAME" in lines[0]
-        shown = [next(n for n in TOOLCHAIN_NAMES if n in line) for line in lines[1:9]]
+        # names first (a summary follows; nested steps are indented)
+        shown = [next(n for n in TOOLCHAIN_NAMES if n[:10] in line) for line in lines[1:9]]
         assert shown == TOOLCHAIN_NAMES
         assert timeline.selected_step == 1
+
+
+async def test_a_forked_step_shows_not_re_run(seeded_store, tui) -> None:
+    """A fork's step N carries no copied outcome: its row and detail say "not re-run"."""
+    from agent_replay.services.fork import InputEdit, fork_trace
+
+    fork = fork_trace(seeded_store, "trc_demo5regressed", 6, InputEdit({"timeout_s": 120}))
+    app = tui(seeded_store, initial_trace=fork.trace_id)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert timeline.select_step(6)
+        await pilot.pause()
+        assert timeline.rows[5].not_rerun and not timeline.rows[4].not_rerun
+        row = _visible_lines(timeline)[6]
+        assert "not re-run" in row and "not run" in row
+        title = _detail(app).query_one("#detail-title").render()
+        assert "not re-run (recorded error, duration not copied)" in str(title)
+        assert _detail(app).section_text("error") is None
+
+
+async def test_z_folds_and_unfolds_nested_steps(seeded_store, tui) -> None:
+    """Steps nest under their parent_step (indented); z folds them away and back."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert [row.depth for row in timeline.rows[:3]] == [0, 1, 2]
+        await pilot.press("z")  # on step 1, the plan every other step nests under
+        assert timeline.folded_steps == {1}
+        hidden = [row.number for row in timeline.rows]
+        assert 2 not in hidden and 3 not in hidden
+        assert "▸ plan" in _visible_lines(timeline)[1]
+        await pilot.press("z")
+        assert [row.number for row in timeline.rows] == list(range(1, 9))
 
 
 async def test_header_shows_agent_status_totals_and_error(seeded_store, tui) -> None:
@@ -297,6 +333,112 @@ async def test_t_and_p_open_their_views_or_say_not_yet(
             assert type(app.screen).__name__ == screen_name
 
 
+async def test_t_p_f_and_e_open_on_the_selected_step(seeded_store, tui) -> None:
+    """Tree/why, replay, the fork editor and evals open on the step under the cursor."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _timeline(app).select_step(7)
+        await pilot.pause()
+        await pilot.press("t")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "TreeWhyScreen" and app.screen.step == 7
+        assert "Why #7" in str(app.screen.query_one("#why-text").render())
+        await pilot.press("escape", "p")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "ReplayScreen" and app.screen.position == 7
+        await pilot.press("escape", "F")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "ForkEditorScreen" and app.screen.step == 7
+        await pilot.press("escape")
+        await settle(pilot)
+        app.screen.query_one("#step-timeline", StepTimeline).select_step(3)
+        await pilot.press("e")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "EvalsScreen" and app.screen.step == 3
+
+
+async def test_enter_on_a_why_hop_opens_its_step_in_the_timeline(seeded_store, tui) -> None:
+    """In the why panel, ↓ picks a hop and Enter shows that step in the timeline."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _timeline(app).select_step(7)
+        await pilot.press("t")
+        await settle(pilot)
+        await pilot.press("w", "down", "enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen)
+        chain = app.screen_stack[-2]._chain
+        assert screen.timeline.selected_step == chain[1].step["step_number"] != 7
+
+
+async def test_a_annotates_the_selected_step_and_the_row_shows_it(seeded_store, tui) -> None:
+    """a, a label, a note: written through the recorder, the row carries #label."""
+    from agent_replay.store.queries import annotation_dicts
+
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        _timeline(app).select_step(3)
+        await pilot.press("a", *"wrong-tool", "enter", *"search first", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, TimelineScreen)
+        timeline = _timeline(app)
+        assert timeline.selected_step == 3 and timeline.rows[2].labels == ("wrong-tool",)
+        assert "#wrong-tool" in _visible_lines(timeline)[3]
+    with seeded_store.db.connection_context():
+        (annotation,) = annotation_dicts(seeded_store, TOOLCHAIN)
+    assert (annotation["step_number"], annotation["note"]) == (3, "search first")
+
+
+async def test_the_timeline_of_a_running_trace_grows_on_its_own(empty_store, tui) -> None:
+    """A step recorded while the timeline is open appears (the store watcher), the cursor
+    staying on the step it was on."""
+    from tuikit import CLOCK
+
+    from agent_replay.services.recorder import TraceRecorder
+
+    recorder = TraceRecorder(empty_store, clock=CLOCK)
+    with empty_store.db.connection_context():
+        trace_id = recorder.start_trace("live-agent", trace_id="trc_liveone")
+        recorder.step(trace_id, {"step_number": 1, "step_type": "thought", "name": "plan"})
+        recorder.step(trace_id, {"step_number": 2, "step_type": "thought", "name": "think"})
+    app = tui(empty_store, initial_trace=trace_id, refresh_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.check_store()  # the baseline
+        await settle(pilot)
+        assert _timeline(app).select_step(1)
+        with empty_store.db.connection_context():
+            recorder.step(trace_id, {"step_number": 3, "step_type": "tool_call", "name": "ls"})
+        app.check_store()
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert [row.number for row in timeline.rows] == [1, 2, 3]
+        assert timeline.selected_step == 1
+
+
+async def test_question_mark_explains_icons_and_keys(seeded_store, tui) -> None:
+    """? opens the help modal: the screen's keys and every marker; Esc closes it."""
+    from agent_replay.screens.modals import HelpModal
+
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpModal)
+        text = str(app.screen.query_one("#help-text").render())
+        for marker in ("◉", "⑂", "⊘", "⋯", "not re-run"):
+            assert marker in text
+        assert "Tree/why" in text or "tree and why-chain" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, TimelineScreen)
+
+
 async def test_ten_thousand_steps_open_and_render_only_what_is_visible(empty_store, tui) -> None:
     """A 10,000-step trace opens, `end` reaches step 10000, and only visible lines render."""
     steps = [
@@ -364,11 +506,6 @@ def _snapshot(snap_compare: Any, app: Any, *keys: str) -> bool:
     return bool(snap_compare(app, terminal_size=SIZE, run_before=run_before))
 
 
-def test_snapshot_timeline_first_step(seeded_store, tui, snap_compare) -> None:
-    """The failing tool chain with its first step (a thought with a snapshot) selected."""
-    assert _snapshot(snap_compare, tui(seeded_store, initial_trace=TOOLCHAIN))
-
-
 def test_snapshot_timeline_error_step(seeded_store, tui, snap_compare) -> None:
     """The failing tool chain with its failed tool call selected."""
     assert _snapshot(snap_compare, tui(seeded_store, initial_trace=TOOLCHAIN), "down", "down")
@@ -378,3 +515,46 @@ def test_snapshot_timeline_decision_step(seeded_store, tui, snap_compare) -> Non
     """The failing tool chain with its retry decision selected."""
     app = tui(seeded_store, initial_trace=TOOLCHAIN)
     assert _snapshot(snap_compare, app, "down", "down", "down", "down")
+
+
+def test_multi_line_strings_read_as_highlighted_text() -> None:
+    """An input's multi-line SQL is shown as lines under its key (no literal \\n), its
+    language told by the key or by how the text starts."""
+    from agent_replay.widgets.step_detail import guess_language, payload_content
+
+    content, folded = payload_content({"sql": "SELECT 1\nFROM t", "timeout_s": 30}, True)
+    text = content.plain
+    assert "SELECT 1\nFROM t" in text and "\\n" not in text and '"timeout_s": 30' in text
+    assert not folded and content.spans  # highlighted
+    assert guess_language("diff --git a/x b/x\n@@ -1 +1 @@") == "diff"
+    assert guess_language("import os\nprint(1)") == "python"
+    assert guess_language("ls -la\nrm x", key="command") == "bash"
+    assert guess_language("Hello there") is None
+
+
+def test_the_footer_fits_whole_keys_into_any_width() -> None:
+    """Full descriptions when they fit, then the app's keys bare, then short forms, then whole
+    keys dropped with "? more": never a word cut in half."""
+    from agent_replay.widgets.key_bar import KeyItem, fit_keys
+
+    items = [
+        KeyItem("esc", "Back", False),
+        KeyItem("g", "Go to step", False),
+        KeyItem("t", "Tree/why", False),
+        KeyItem("q", "Quit", True),
+        KeyItem("D", "Dashboard", True),
+    ]
+    assert fit_keys(items, 200).plain == " esc Back  g Go to step  t Tree/why  q Quit  D Dashboard"
+    assert fit_keys(items, 42).plain == " esc Back  g Go to step  t Tree/why  q D"
+    assert fit_keys(items, 34).plain == " esc Back  g Go  t Tree/why  q D"
+    narrow = fit_keys(items, 26).plain
+    assert narrow.endswith("? more") and "Dashb" not in narrow and len(narrow) <= 26
+
+
+async def test_the_palette_names_each_commands_key(seeded_store, tui) -> None:
+    """The command palette lists the screen's commands with their keys."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        titles = [command.title for command in app.get_system_commands(app.screen)]
+        assert "Tree/why  [t]" in titles and "Traces  [T]" in titles and "Copy input  [y]" in titles

@@ -23,6 +23,7 @@ from agent_replay.services.fork import (
     parse_modification,
 )
 from agent_replay.services.ingest import ingest_trace
+from agent_replay.services.outcome import is_not_rerun, outcome_note
 from agent_replay.store.db import Store
 from agent_replay.store.queries import TraceFilter, list_traces, trace_json
 
@@ -98,7 +99,13 @@ def test_fork_keeps_parent_steps_and_edits_step_n(demo: Store, clock: FixedClock
             k: v for k, v in theirs.items() if k != "id"
         }
     assert fork["steps"][5]["input"] == {**parent["steps"][5]["input"], "timeout_s": 120}
-    assert fork["steps"][5]["error"] == parent["steps"][5]["error"]  # all else as recorded
+    step = fork["steps"][5]
+    assert parent["steps"][5]["error"] and parent["steps"][5]["duration_ms"]
+    # Never observed for the fork: no copied outcome, and the step says so.
+    assert (step["output"], step["error"], step["tokens_used"], step["duration_ms"]) == (None,) * 4
+    assert step["ended_at"] is None and is_not_rerun(step)
+    assert outcome_note(step) == "not re-run (recorded error, duration not copied)"
+    assert step["name"] == parent["steps"][5]["name"]  # what the step is stays as recorded
     assert fork["input"] == parent["input"]
     (applied,) = result.edits
     assert applied.original_input == parent["steps"][5]["input"]
@@ -125,7 +132,7 @@ def test_fork_drops_tags_session_output_and_evals(demo: Store, clock: FixedClock
     assert info == {"from_step": 3, "created_at": "2026-06-01T12:00:00.000Z"}
     assert fork["metadata"]["ci_run"] == "nightly-1188"  # the parent's metadata is kept
     assert fork["started_at"] == trace_json(demo, GOOD_RUN_ID)["started_at"]
-    assert fork["ended_at"] == fork["steps"][-1]["ended_at"]
+    assert fork["ended_at"] == fork["steps"][-1]["started_at"]  # step N has not run
 
 
 def test_fork_cost_is_the_copied_steps_share(demo: Store, clock: FixedClock) -> None:
@@ -243,7 +250,7 @@ def test_a_fork_of_a_fork(demo: Store, clock: FixedClock) -> None:
 def test_diff_against_the_parent_shows_exactly_the_edit(
     demo: Store, clock: FixedClock, parent_first: bool
 ) -> None:
-    """Steps before N matched, step N changed in exactly the edited key, nothing else differs."""
+    """Steps before N matched; step N changed in the edited key and its cleared outcome."""
     result = fork_trace(demo, REGRESSED_ID, 6, InputEdit({"timeout_s": 120}), clock=clock)
     a, b = (REGRESSED_ID, result.trace_id) if parent_first else (result.trace_id, REGRESSED_ID)
     diff = diff_stored(demo, a, b)
@@ -251,19 +258,25 @@ def test_diff_against_the_parent_shows_exactly_the_edit(
     assert diff.beyond_fork == 3 and diff.trace_differences == []
     (changed,) = [p for p in diff.pairs if p.kind == "changed"]
     assert (changed.a_number, changed.b_number) == (6, 6)
-    (only,) = changed.differences
+    edited, error = changed.differences
     expected = (30, 120) if parent_first else (120, 30)
-    assert (only.path, only.kind, (only.a, only.b)) == ("input.timeout_s", "changed", expected)
+    assert (edited.path, edited.kind, (edited.a, edited.b)) == (
+        "input.timeout_s",
+        "changed",
+        expected,
+    )
+    assert (error.path, error.kind) == ("error", "removed" if parent_first else "added")
     first = diff.first_divergence
-    assert first is not None and first.a_step == 6 and first.differences == [only]
+    assert first is not None and first.a_step == 6 and first.differences == [edited, error]
 
 
 def test_diff_of_a_step_1_fork_shows_only_the_trace_input(demo: Store, clock: FixedClock) -> None:
-    """N = 1: every compared step matches; the only difference is the trace input."""
+    """N = 1: step 1 differs only in its cleared outcome; the trace input is the edit."""
     edit = InputEdit({"question": "Q2?"})
     result = fork_trace(demo, GOOD_RUN_ID, 1, trace_edit=edit, clock=clock)
     diff = diff_stored(demo, GOOD_RUN_ID, result.trace_id)
-    assert [p.kind for p in diff.pairs] == ["matched"]
+    (pair,) = diff.pairs
+    assert {d.field for d in pair.differences} <= {"output", "error"}
     assert [(d.path, d.b) for d in diff.trace_differences] == [("input.question", "Q2?")]
     first = diff.first_divergence
     assert first is not None and first.where == "input"
@@ -278,15 +291,18 @@ def test_diff_of_a_replaced_input_lists_every_changed_key(demo: Store, clock: Fi
     assert {(d.path, d.kind) for d in changed.differences} == {
         ("input.sql", "changed"),
         ("input.timeout_s", "removed"),
+        ("output", "removed"),  # not re-run
     }
 
 
 def test_an_unmodified_fork_is_identical_within_its_scope(demo: Store, clock: FixedClock) -> None:
-    """No edit: the diff against the parent agrees (the parent's later steps are out of scope),
-    and ``fork_scope=False`` compares the whole traces instead."""
+    """No edit: the diff against the parent agrees but for step N's outcome (not re-run; the
+    parent's later steps are out of scope), and ``fork_scope=False`` compares whole traces."""
     result = fork_trace(demo, GOOD_RUN_ID, 4, clock=clock)
     scoped = diff_stored(demo, GOOD_RUN_ID, result.trace_id)
-    assert scoped.identical and scoped.fork_parent == "a" and scoped.beyond_fork == 4
+    assert scoped.counts == {"matched": 3, "changed": 1, "inserted": 0, "deleted": 0}
+    assert {d.path for d in scoped.pairs[3].differences} == {"output"}
+    assert scoped.fork_parent == "a" and scoped.beyond_fork == 4
     whole = diff_stored(demo, GOOD_RUN_ID, result.trace_id, fork_scope=False)
     assert whole.counts["deleted"] == 4
     assert {d.field for d in whole.trace_differences} == {"output", "status"}

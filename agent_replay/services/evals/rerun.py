@@ -36,6 +36,7 @@ from agent_replay.services.evals.providers import (
     provider_for_model,
     resolve_ai,
 )
+from agent_replay.services.outcome import mark_rerun
 from agent_replay.trace.base import canonical_time
 from agent_replay.trace.io import dumps
 
@@ -273,6 +274,7 @@ def apply_rerun(fork: dict[str, Any], step_number: int, result: RerunResult) -> 
         if step is out["steps"][-1]:
             out["ended_at"] = step["ended_at"]
     metadata = dict(step.get("metadata") or {})
+    mark_rerun(metadata)  # the step has a real outcome now (services.outcome)
     metadata["rerun"] = {**result.to_json(), "original_output": original}
     metadata["rerun"].pop("output", None)
     step["metadata"] = metadata
