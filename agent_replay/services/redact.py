@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent_replay.services.redact_rules import ALL_NEEDLES, RULES, Rule, secret_key
+from agent_replay.services.redact_rules import ALL_NEEDLES, RULES, Rule, secret_key, starts_token
 
 PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]{1,40}\]")
 _MAYBE_BARE = re.compile(r"[A-Za-z0-9/+]{40}")
@@ -53,6 +53,8 @@ def find_secrets(text: str, active: list[Rule] | None = None) -> list[tuple[int,
         for match in rule.pattern.finditer(text):
             start, end = match.span(rule.group)
             if start >= end or (rule.check is not None and not rule.check(text[start:end])):
+                continue
+            if rule.bounded and not starts_token(text, match.start()):
                 continue
             if not any(s < end and start < e for s, e in taken):
                 found.append((start, -end, order, rule.kind))
@@ -87,7 +89,10 @@ def _active_rules(text: str) -> list[Rule]:
     lowered = text.lower()
     present = [n for n in ALL_NEEDLES if n in lowered]
     if present:
-        return [r for r in RULES if not r.needles or any(n in present for n in r.needles)]
+        bare = _MAYBE_BARE.search(text) is not None
+        return [
+            r for r in RULES if (bare if not r.needles else any(n in present for n in r.needles))
+        ]
     if _MAYBE_BARE.search(text) is not None:
         return list(_NEEDLELESS)
     return []

@@ -42,6 +42,9 @@ class Rule(NamedTuple):
     """The group that holds the secret."""
     check: Callable[[str], bool] | None = None
     """A last test of the secret's text (``None``: every match is a secret)."""
+    bounded: bool = False
+    """The match must start at a token boundary (``starts_token``); tested after the match,
+    so the pattern can begin with its literal prefix, which the regex engine skips to."""
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -61,7 +64,20 @@ def _rule(
     group: int = 0,
     check: Callable[[str], bool] | None = None,
 ) -> Rule:
-    return Rule(kind, pattern, needles, group, check)
+    bounded = pattern.startswith(_B)
+    return Rule(kind, pattern.removeprefix(_B), needles, group, check, bounded)
+
+
+def starts_token(text: str, start: int) -> bool:
+    """Whether a token starting at ``start`` stands alone on its left: at the start, after a
+    character that is not a letter, digit or underscore, or right after a JSON escape
+    (``\\n``, ``\\t``, ``\\r``)."""
+    if start == 0:
+        return True
+    before = text[start - 1]
+    if not (before.isascii() and (before.isalnum() or before == "_")):
+        return True
+    return before in "nrt" and start >= 2 and text[start - 2] == "\\"
 
 
 def _few_slashes(text: str) -> bool:
@@ -149,7 +165,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "url_password",
-        r"[a-zA-Z][a-zA-Z0-9+.\-]{0,20}://[^\s:/@\"'\\]{1,256}:([^\s@/\"'\\]{1,256})@",
+        # From "://" (the scheme does not matter, and a literal start is what the scan skips to).
+        r"://[^\s:/@\"'\\]{1,256}:([^\s@/\"'\\]{1,256})@",
         ("://",),
         1,
     ),
@@ -172,9 +189,7 @@ RULES: tuple[Rule, ...] = (
         # names containing key, secret, token, password, pass, pwd or credential.
         # The match starts at the name's word (what precedes it in the name does not change
         # the value), so the scan skips to the letters that can begin one.
-        r"(?i)"
-        + _NAME_WORDS
-        + r"[A-Za-z0-9_.\-]{0,64}\\?[\"']?\s{0,3}[:=]\s{0,3}\\?[\"']?"
+        r"(?i)" + _NAME_WORDS + r"[A-Za-z0-9_.\-]{0,64}\\?[\"']?\s{0,3}[:=]\s{0,3}\\?[\"']?"
         r"((?![\"'\\$<{\[*]|true\b|false\b|null\b|none\b|\d+(?![^\s\"',;}{\\]))"
         r"[^\s\"',;}{\\]{6,4096})",
         ("key", "secret", "token", "pass", "pwd", "credential"),
