@@ -115,9 +115,9 @@ def test_stopping_writes_everything_accepted(server: Server, store_dir: Path, si
     code, err = server.stop(sig)
     assert code == 0, err
     assert "stopping: writing everything received" in err
-    assert re.search(r"stopped: 55 span\(s\) and \d+ log record\(s\) accepted in 20 request", err)
-    assert rows(store_dir, "SELECT COUNT(*) FROM otel_spans") == [(55,)]
-    assert rows(store_dir, "SELECT COUNT(*) FROM traces") == [(23,)]
+    assert re.search(r"stopped: 78 span\(s\) and \d+ log record\(s\) accepted in 24 request", err)
+    assert rows(store_dir, "SELECT COUNT(*) FROM otel_spans") == [(78,)]
+    assert rows(store_dir, "SELECT COUNT(*) FROM traces") == [(29,)]
     sessions = dict(
         rows(
             store_dir,

@@ -400,7 +400,10 @@ class BatchWriter:
 
 LINGER_ITEMS = 1_000
 """A batch this big is written at once; a smaller one waits (up to ``LINGER_S``) for more."""
-LINGER_S = 0.02
+LINGER_S = 0.0
+"""No wait: every request now waits for its batch's commit (a 2xx means on disk), so the
+requests that arrive during a write are the next batch (group commit without a timer). A
+20 ms linger cost a single exporter 4.7x its throughput (bench/otlp.py: 152 -> 711 spans/s)."""
 
 
 @dataclass
