@@ -65,9 +65,11 @@ def test_small_hooks_stay_fast_while_huge_payloads_are_recorded(
         thread.start()
     for thread in smalls + bigs:
         thread.join()
-    # Each small hook returns in under a second beyond what it takes with no huge payload
-    # around (under 1 s outright on an idle machine): nothing waits on a huge payload's write.
-    assert max(small_took.values()) < 1.0 + max(alone.values()), (small_took, alone)
+    # Nothing waits on a huge payload's write: each small hook returns within a few seconds
+    # of what it takes with no huge payload around (under 1 s outright on an idle machine;
+    # the three big hooks share the two cores, so the slack is CPU, not waiting). Waiting on
+    # the big writes took 9-15 s. The figure is bench territory; this guards the behaviour.
+    assert max(small_took.values()) < 3.0 + max(alone.values()), (small_took, alone)
     drain_with_lock(store_dir)  # waits for the running drainer, then drains what is left
     with open_store(store_dir) as inbox:
         assert pending_count(inbox) == 0

@@ -45,7 +45,7 @@ def session_files(passes: tuple[str, ...] = SCRIPTED) -> list[Path]:
 
 def every_session() -> list[Path]:
     """Every session file in the fixtures: transcripts, rollouts and Gemini chat recordings."""
-    everything = ("plain", "otel", "subagent", "denied", "enforce")
+    everything = ("plain", "otel", "otel-enhanced", "subagent", "denied", "enforce")
     return session_files(everything) + sorted(HARNESS.glob("gemini-cli/*/chats/*/*/chats/*.jsonl"))
 
 
