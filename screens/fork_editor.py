@@ -324,8 +324,8 @@ class ForkEditorScreen(TraceScreen):
         )
         kept = f"steps 1–{number - 1} as recorded and " if number > 1 else ""
         what = (
-            f"The fork keeps {kept}step {number} with the edited input, and stops there "
-            "(status forked)."
+            f"The fork keeps {kept}step {number} with the edited input but not its "
+            "recorded outcome (not re-run), and stops there (status forked)."
         )
         self.query_one("#fork-header", Static).update(
             Content("\n").join([first, Content.styled(what, _MUTED)])
