@@ -494,7 +494,9 @@ class StepTimeline(ScrollView, can_focus=True):
         text.append(" " + "#".rjust(self._number_width) + "   ", style)
         if with_type:
             text.append("TYPE".ljust(_TYPE_WIDTH + 1), style)
-        text.append("NAME".ljust(name_width + 1), style)
+        # At narrow widths the type (then the bar) goes; the header says so.
+        hidden = "" if with_type else " (type: icon" + (")" if with_bar else ", no bar)")
+        text.append(("NAME" + hidden)[:name_width].ljust(name_width + 1), style)
         bar = _BAR_WIDTH + 1 if with_bar else 0
         text.append("DURATION".rjust(bar + _DURATION_WIDTH) + " ", style)
         text.append("TOKENS".rjust(_TOKENS_WIDTH) + " ", style)
