@@ -52,6 +52,11 @@ from agent_replay.commands._common import POSITIVE, dir_option, json_option
     default=None,
     help="With --rerun: hard cap in USD on the call.",
 )
+@click.option(
+    "--no-redact",
+    is_flag=True,
+    help="Keep secrets in the fork's text (edits included); redaction is on by default.",
+)
 @dir_option
 @json_option
 def command(
@@ -64,6 +69,7 @@ def command(
     rerun: bool,
     model: str | None,
     max_cost: float | None,
+    no_redact: bool,
     store_dir: Path | None,
     as_json: bool,
 ) -> int:
@@ -93,7 +99,7 @@ def command(
     caps it) and the reply becomes the fork's step N, so you see what the model would have said.
     """
     from agent_replay.clock import SystemClock
-    from agent_replay.commands._common import emit_json, open_existing
+    from agent_replay.commands._common import emit_json, open_existing, redaction
     from agent_replay.errors import UsageError
     from agent_replay.services.fork import EditMode, InputEdit, fork_trace, parse_modification
 
@@ -118,6 +124,7 @@ def command(
             model,
             max_cost,
             as_json,
+            redaction(no_redact, store_dir),
         )
     if model is not None or max_cost is not None:
         raise UsageError("--model and --max-cost go with --rerun")
@@ -130,6 +137,7 @@ def command(
             trace_edit=trace_edit,
             tags=list(tags),
             clock=SystemClock(),
+            redact=redaction(no_redact, store_dir),
         )
     if as_json:
         emit_json(result.to_json())
@@ -164,6 +172,7 @@ def _fork_and_rerun(
     model: str | None,
     max_cost: float | None,
     as_json: bool,
+    redact: bool,
 ) -> int:
     """Build the fork, re-send step N to the model (no store held during the call), write it."""
     from agent_replay.clock import SystemClock
@@ -185,7 +194,7 @@ def _fork_and_rerun(
         fork, from_step, config, clock=clock, budget=Budget(max_cost), model=model
     )
     with open_existing(store_dir) as store:
-        written = ingest_trace(store, fork, clock=clock)
+        written = ingest_trace(store, fork, clock=clock, redact=redact)
     if as_json:
         emit_json(
             {"trace_id": written.id, "parent_trace_id": parent["id"], "rerun": rerun.to_json()}

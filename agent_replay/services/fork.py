@@ -320,6 +320,7 @@ def fork_trace(
     trace_edit: InputEdit | None = None,
     tags: list[str] | tuple[str, ...] = (),
     clock: Clock | None = None,
+    redact: bool = True,
 ) -> ForkResult:
     """Fork a stored trace at ``from_step`` and write the fork (see the module doc).
 
@@ -332,6 +333,8 @@ def fork_trace(
         trace_edit: the change to the fork's (trace) input.
         tags: the fork's tags.
         clock: stamps the fork's creation.
+        redact: redact secrets in what is written (the edits too); ``--no-redact`` turns
+            it off.
 
     Returns:
         The fork as written, with its full id.
@@ -346,7 +349,7 @@ def fork_trace(
 
     parent = trace_json(store, resolve_trace_id(store, trace_id))
     fork = build_fork(parent, from_step, edit, trace_edit=trace_edit, tags=tags, clock=clock)
-    written = ingest_trace(store, fork, clock=clock)
+    written = ingest_trace(store, fork, clock=clock, redact=redact)
     assert written.id is not None
     return ForkResult(
         trace_id=written.id,

@@ -205,3 +205,20 @@ def test_diff_full_compares_whole_traces(cli: Run, demo: None) -> None:
     assert scoped.code == 0 and "5 later step(s) are left out" in scoped.out
     whole = cli("diff", GOOD, fork_id, "--full", "--json").json()
     assert whole["counts"]["deleted"] == 5 and whole["fork_scope"] is None
+
+
+def test_edits_are_redacted_unless_no_redact(cli: Run, tmp_path: Path) -> None:
+    """A secret typed into an edit is redacted on its way to the store like any other write;
+    ``--no-redact`` keeps it, for this command only."""
+    path = tmp_path / "flight.json"
+    path.write_text(json.dumps(FLIGHT), encoding="utf-8")
+    assert cli("ingest", path).code == 0
+    token = "ghp_" + "k3Jd9sLq0ZpX7vB2nM4cR8tY1wE6uA5hG0fQ"
+    edit = json.dumps({"task": f"deploy with GITHUB_TOKEN={token}"})
+    inputs = []
+    for flags in ([], ["--no-redact"]):
+        forked = cli("fork", "trc_flight", "--from-step", "2", "--modify-input", edit, *flags)
+        assert forked.code == 0, forked.err
+        inputs.append(cli("show", forked.out.strip(), "--json").json()["input"]["task"])
+    assert token not in inputs[0] and "[REDACTED:" in inputs[0]
+    assert inputs[1] == f"deploy with GITHUB_TOKEN={token}"
