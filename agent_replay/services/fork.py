@@ -242,6 +242,7 @@ def build_fork(
     trace_edit: InputEdit | None = None,
     tags: list[str] | tuple[str, ...] = (),
     clock: Clock | None = None,
+    step_ran: bool = False,
 ) -> dict[str, Any]:
     """The fork of a trace object as a new trace object (not written; no ids).
 
@@ -252,6 +253,8 @@ def build_fork(
         trace_edit: the change to the fork's (trace) input, if any.
         tags: the fork's tags.
         clock: stamps ``metadata.fork.created_at``.
+        step_ran: step N did run in the fork as recorded (the proxy served it from the
+            recording): it keeps its outcome and cost instead of being marked not re-run.
 
     Raises:
         UsageError: ``from_step`` is not a step of ``parent``.
@@ -261,7 +264,8 @@ def build_fork(
     steps_in = [s for s in parent["steps"] if s["step_number"] <= from_step]
     costs, _ = step_costs(parent)
     cost_by_number = {s["step_number"]: c for s, c in zip(parent["steps"], costs, strict=True)}
-    known = [cost_by_number[s["step_number"]] for s in steps_in if s["step_number"] < from_step]
+    last = from_step if step_ran else from_step - 1
+    known = [cost_by_number[s["step_number"]] for s in steps_in if s["step_number"] <= last]
     applied = planned_edits(parent, from_step, edit, trace_edit)
     new_input = {e.target: e.new_input for e in applied}
 
@@ -271,7 +275,8 @@ def build_fork(
         if step["step_number"] == from_step:
             if "step_input" in new_input:
                 copied["input"] = new_input["step_input"]
-            copied = clear_outcome(copied)
+            if not step_ran:
+                copied = clear_outcome(copied)
         steps.append(copied)
 
     fork: dict[str, Any] = {k: copy.deepcopy(parent.get(k)) for k in _COPIED_TRACE_FIELDS}

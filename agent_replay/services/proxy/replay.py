@@ -343,10 +343,14 @@ class ForkSink:
         steps = [int(s["step_number"]) for s in parent.get("steps") or []]
         keep = [n for n in steps if n < at]
         fork = build_fork(
-            parent, max(keep) if keep else min(steps), None, tags=["replay"], clock=self.clock
+            parent,
+            max(keep) if keep else min(steps),
+            None,
+            tags=["replay"],
+            clock=self.clock,
+            step_ran=bool(keep),  # every kept step was served or recorded as it was
         )
         fork["steps"] = [s for s in fork["steps"] if s["step_number"] < at]
-        _keep_outcomes(parent, fork)
         served = set(self.served)
         for step in fork["steps"]:
             if step["step_number"] in served:
@@ -371,32 +375,6 @@ class ForkSink:
         self.fork_id = written.id
         self.reason = reason
         return at
-
-
-def _keep_outcomes(parent: dict[str, Any], fork: dict[str, Any]) -> None:
-    """Every step kept before the departure point happened in the re-run (served or recorded
-    as it was), so it keeps its outcome: ``build_fork`` clears the outcome of the step it
-    forks at, which here is the last kept one."""
-    from agent_replay.services.outcome import (
-        OUTCOME_FIELDS,
-        OUTCOME_METADATA,
-        is_not_rerun,
-        mark_rerun,
-    )
-
-    recorded = {int(s["step_number"]): s for s in parent.get("steps") or []}
-    for step in fork["steps"]:
-        if not is_not_rerun(step):
-            continue
-        original = recorded[int(step["step_number"])]
-        for key in OUTCOME_FIELDS:
-            if original.get(key) is not None:
-                step[key] = copy.deepcopy(original[key])
-        metadata = step["metadata"]
-        mark_rerun(metadata)
-        for key, value in (original.get("metadata") or {}).items():
-            if key in OUTCOME_METADATA:
-                metadata[key] = copy.deepcopy(value)
 
 
 def served_mark(plan: ReplayPlan, decision: Serve) -> ServedMark:
