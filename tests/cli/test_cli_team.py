@@ -418,7 +418,7 @@ def test_push_delivers_what_the_hooks_spooled(cli: Cli, store: Store, tmp_path: 
 # --- many machines, one team store -----------------------------------------------------------
 
 MACHINES = 8
-PAIRS = 10  # 8 machines x 10 calls x 2 runs = 160 hook processes
+PAIRS = 5  # 8 machines x 5 calls x 2 runs = 80 hook processes (8 at a time collide)
 SESSIONS = 4
 
 
@@ -451,7 +451,7 @@ def _machine(root: Path, url: str, machine: int) -> list[tuple[int, bytes, bytes
 def test_eight_machines_hooking_into_one_team_store_lose_nothing(
     store: Store, tmp_path: Path
 ) -> None:
-    """8 machines x 20 hook runs into one PostgreSQL store, each machine with its own drainer,
+    """8 machines x 10 hook runs into one PostgreSQL store, each machine with its own drainer,
     2 machines per session: the drainers race on the same traces (finding the session's
     trace, the next step number, pairing results with calls) and nothing is lost or doubled."""
     from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count

@@ -415,6 +415,7 @@ def _open_new_store(path: str, start: Any, out: Any) -> None:
         out.put(f"{type(exc).__name__}: {exc}")
 
 
+@pytest.mark.fresh_pg_schema
 def test_concurrent_first_opens_migrate_once(store_dir: Path, store_url: str | None) -> None:
     """Processes creating the same new store at once all succeed; each migration runs once."""
     target = store_url or str(store_dir)
