@@ -242,8 +242,9 @@ class _ReusedSchema:
             cur.execute(f'SELECT last_value, is_called FROM "{s}"."{sequence}"')
             last, called = cur.fetchone()
             parts.append(
-                cur.mogrify("SELECT setval(%s, %s, %s); ", (f'"{s}"."{sequence}"', last, called))
-                .decode()
+                cur.mogrify(
+                    "SELECT setval(%s, %s, %s); ", (f'"{s}"."{sequence}"', last, called)
+                ).decode()
             )
         parts.append("COMMIT")
         return "".join(parts)
