@@ -4,7 +4,7 @@ remove.
 Every store access runs in a thread worker and comes back as a message: the list
 (``PoliciesLoaded``), the outcome of a change (``PolicyChanged``), and, in the add form, the
 traces to preview on, their steps and the preview itself. The services are those of
-``agent-replay guard`` (``services.guard.store``), so the app and the CLI refuse the same
+``agent-replay guard`` (``services.guard.manage``), so the app and the CLI refuse the same
 policies for the same reasons. Policy names, descriptions and patterns are shown as plain
 text (``display.safe``), never as markup.
 """
@@ -377,7 +377,7 @@ class PoliciesScreen(BaseScreen):
     )
     def load(self, select: str | None = None) -> None:
         """Read every policy; the result arrives as ``PoliciesLoaded``."""
-        from agent_replay.services.guard.store import list_policies
+        from agent_replay.services.guard.manage import list_policies
 
         store = self.app.store  # type: ignore[attr-defined]
         with store.db.connection_context():
@@ -424,7 +424,7 @@ class PoliciesScreen(BaseScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="change", description="change")
     def _change(self, kind: str, policy_id: str | None, draft: PolicyDraft | None = None) -> None:
-        from agent_replay.services.guard import store as guard_store
+        from agent_replay.services.guard import manage as guard_store
 
         store = self.app.store  # type: ignore[attr-defined]
         try:

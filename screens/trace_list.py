@@ -247,7 +247,7 @@ class TraceListScreen(BaseScreen):
         limit: int = PAGE_SIZE,
         refresh: bool = False,
     ) -> None:
-        from agent_replay.services.query import parse_query
+        from agent_replay.services.filter_language import parse_query
 
         parsed = parse_query(query, self.app.clock.now())  # type: ignore[attr-defined]
         store = self.app.store  # type: ignore[attr-defined]
@@ -375,7 +375,7 @@ class TraceListScreen(BaseScreen):
 
     def apply_query(self, text: str) -> None:
         """Filter the list with a filter-bar query (also used by dashboard drill-down)."""
-        from agent_replay.services.query import parse_query
+        from agent_replay.services.filter_language import parse_query
 
         try:
             parsed = parse_query(text, self.app.clock.now())  # type: ignore[attr-defined]

@@ -259,7 +259,7 @@ def parse_since(value: str | None, now: dt.datetime, option: str = "--since") ->
     """
     if value is None:
         return None
-    from agent_replay.services.query import since_ms
+    from agent_replay.services.filter_language import since_ms
 
     try:
         return since_ms(value, now)

@@ -31,7 +31,7 @@ def command(
     """
     from agent_replay.commands._common import emit_json, open_existing
     from agent_replay.commands.prune import echo_report
-    from agent_replay.services.retention import remove, resolve_ids
+    from agent_replay.services.prune import remove, resolve_ids
 
     with open_existing(store_dir) as store:
         ids = resolve_ids(store, trace_ids)

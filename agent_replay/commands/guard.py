@@ -110,7 +110,7 @@ def add(
     """
     from agent_replay.clock import SystemClock
     from agent_replay.commands._common import emit_json, open_or_create, safe
-    from agent_replay.services.guard.store import add_policy
+    from agent_replay.services.guard.manage import add_policy
 
     with open_or_create(store_dir) as store:
         policy = add_policy(
@@ -155,7 +155,7 @@ def list_(store_dir: Path | None, as_json: bool) -> int:
         truncate,
         use_color,
     )
-    from agent_replay.services.guard.store import list_policies
+    from agent_replay.services.guard.manage import list_policies
 
     with open_existing(store_dir) as store:
         policies = list_policies(store)
@@ -201,7 +201,7 @@ def remove(ref: str, store_dir: Path | None, as_json: bool) -> int:
       agent-replay guard remove pol_abc
     """
     from agent_replay.commands._common import emit_json, open_existing, safe
-    from agent_replay.services.guard.store import remove_policy
+    from agent_replay.services.guard.manage import remove_policy
 
     with open_existing(store_dir) as store:
         policy = remove_policy(store, ref)
@@ -214,7 +214,7 @@ def remove(ref: str, store_dir: Path | None, as_json: bool) -> int:
 
 def _toggle(ref: str, enabled: bool, store_dir: Path | None, as_json: bool) -> int:
     from agent_replay.commands._common import emit_json, open_existing, safe
-    from agent_replay.services.guard.store import set_enabled
+    from agent_replay.services.guard.manage import set_enabled
 
     with open_existing(store_dir) as store:
         policy = set_enabled(store, ref, enabled)
@@ -271,7 +271,7 @@ def reset(store_dir: Path | None, as_json: bool) -> int:
       agent-replay guard reset
     """
     from agent_replay.commands._common import emit_json, resolve_store_dir
-    from agent_replay.services.guard.store import reset_marker
+    from agent_replay.services.guard.manage import reset_marker
 
     before, now = reset_marker(resolve_store_dir(store_dir))
     if as_json:
@@ -311,7 +311,7 @@ def test(trace_id: str, exit_code: bool, store_dir: Path | None, as_json: bool) 
         truncate,
         use_color,
     )
-    from agent_replay.services.guard.store import run_trace_test
+    from agent_replay.services.guard.manage import run_trace_test
 
     with open_existing(store_dir) as store:
         result = run_trace_test(store, trace_id)

@@ -59,7 +59,7 @@ def command(
     """
     from agent_replay.clock import SystemClock
     from agent_replay.commands._common import emit_json, open_existing, parse_since
-    from agent_replay.services.retention import prunable, remove
+    from agent_replay.services.prune import prunable, remove
 
     cutoff = parse_since(older_than, SystemClock().now(), "--older-than")
     assert cutoff is not None

@@ -216,7 +216,7 @@ def _size(value: Any) -> int:
 
 
 def _filters(args: _Which, clock: Clock, text: str | None = None) -> Any:
-    from agent_replay.services.query import since_ms
+    from agent_replay.services.filter_language import since_ms
     from agent_replay.store.queries import TraceFilter
 
     return TraceFilter(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from agent_replay.clock import Clock
 from agent_replay.errors import StoreError
-from agent_replay.services.guard.store import remember_policies
+from agent_replay.services.guard.manage import remember_policies
 from agent_replay.services.ingest import ingest_many
 from agent_replay.store.db import Store
 from agent_replay.store.writes import execute, existing_trace_ids, insert_many

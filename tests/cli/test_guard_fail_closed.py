@@ -24,7 +24,7 @@ import pytest
 from captures import HARNESS as FIXTURES
 
 from agent_replay.clock import SystemClock
-from agent_replay.services.guard.store import add_policy
+from agent_replay.services.guard.manage import add_policy
 from agent_replay.store.db import ensure_database
 
 pytestmark = pytest.mark.sqlite_only

@@ -9,7 +9,7 @@ from textual.widgets import Button, DataTable, Input, Select, Static
 from tuikit import CLOCK, SIZE, settle
 
 from agent_replay.screens.policies import PoliciesScreen, PolicyFormScreen
-from agent_replay.services.guard.store import list_policies
+from agent_replay.services.guard.manage import list_policies
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
 from agent_replay.widgets.policy_form import PolicyForm

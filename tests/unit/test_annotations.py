@@ -17,9 +17,9 @@ from agent_replay.errors import NotFoundError, TraceFormatError
 from agent_replay.services.demo import load_demo
 from agent_replay.services.golden import export_golden
 from agent_replay.services.ingest import ingest_many, ingest_trace
+from agent_replay.services.prune import remove
 from agent_replay.services.push import push
 from agent_replay.services.recorder import TraceRecorder
-from agent_replay.services.retention import remove
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import TraceFilter, list_traces, trace_json
 from agent_replay.store.writes import execute

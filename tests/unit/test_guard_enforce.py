@@ -13,9 +13,9 @@ from captures import HARNESS as FIXTURES
 from agent_replay.services.capture.hook_drain import drain
 from agent_replay.services.guard.decide import evaluate, failure
 from agent_replay.services.guard.enforce import answer, harness_of, is_pre_tool, run_fast
+from agent_replay.services.guard.manage import add_policy
 from agent_replay.services.guard.match import StepText
 from agent_replay.services.guard.policy import Policy
-from agent_replay.services.guard.store import add_policy
 from agent_replay.services.guard.verdict import is_blocked
 from agent_replay.store.db import Store
 from agent_replay.store.queries import step_dicts

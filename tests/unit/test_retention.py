@@ -15,7 +15,7 @@ from agent_replay.errors import AmbiguousIdError, NotFoundError
 from agent_replay.services.demo import load_demo
 from agent_replay.services.ingest import ingest_many, ingest_trace
 from agent_replay.services.otel.nodes import trace_id_for
-from agent_replay.services.retention import prunable, remove, resolve_ids
+from agent_replay.services.prune import prunable, remove, resolve_ids
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import count_traces
 from agent_replay.store.retention import reclaim_space

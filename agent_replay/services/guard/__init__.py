@@ -5,7 +5,7 @@
 - ``decide``: several matching policies -> one action (the precedence rule).
 - ``enforce``: ``hook --enforce``: evaluate a harness's pre-tool payload and answer in its
   dialect (Claude Code, Codex CLI, Gemini CLI, or a plain exit code).
-- ``store``: adding, listing, removing, enabling and testing policies in a store.
+- ``manage``: adding, listing, removing, enabling and testing policies in a store.
 - ``record``: the drainer's side of enforcement: the ``guard_check`` step of a decision.
 - ``verdict``: whether a recorded ``guard_check`` step blocked its action (for the app).
 

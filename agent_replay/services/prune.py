@@ -1,4 +1,4 @@
-"""Retention: ``delete`` named traces, ``prune`` old ones, then give the space back.
+"""Deleting traces: ``delete`` named ones, ``prune`` old ones, then give the space back.
 
 Everything attached to a trace goes with it (``store/retention``), and so do the OTLP
 receiver's staged spans it was built from, so a late span never brings a deleted trace back.
