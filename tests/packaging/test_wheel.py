@@ -72,3 +72,10 @@ def test_wheel_ships_py_typed_and_the_entry_point(wheel_names: list[str]) -> Non
     """The wheel is typed and declares the agent-replay console script."""
     assert "agent_replay/py.typed" in wheel_names
     assert any(name.endswith("entry_points.txt") for name in wheel_names)
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_demo_data(wheel_names: list[str]) -> None:
+    """`agent-replay demo` reads its traces and policies from package data."""
+    for name in ("traces.jsonl", "policies.jsonl"):
+        assert f"agent_replay/data/demo/{name}" in wheel_names

@@ -9,7 +9,9 @@ import pytest
 
 from agent_replay.clock import FixedClock
 from agent_replay.services.demo import (
+    ANCHOR,
     DANGEROUS_ID,
+    DATA,
     DEMO_TRACE_IDS,
     GOOD_RUN_ID,
     REGRESSED_ID,
@@ -173,3 +175,44 @@ def test_demo_has_decisions_links_nesting_and_snapshots(loaded: tuple[Store, Dem
         assert any(s.parent_step for s in steps), trace.id
         assert any(s.snapshot is not None for s in steps), trace.id
         assert all(s.id and s.id.startswith(f"stp_{trace.id[4:9]}") for s in steps)
+
+
+def test_demo_data_is_written_at_the_anchor() -> None:
+    """At the anchor the loaded traces are the files as shipped, placeholders filled in."""
+    raw = [loads(line) for line in DATA.joinpath("traces.jsonl").read_text().splitlines()]
+    loaded = demo_traces(FixedClock(ANCHOR))
+    assert [t["id"] for t in raw] == list(DEMO_TRACE_IDS)
+    assert [(t["started_at"], t["ended_at"]) for t in raw] == [
+        (t["started_at"], t["ended_at"]) for t in loaded
+    ]
+    assert "{{" in str(raw) and "{{" not in str(loaded)
+
+
+def test_loading_moves_every_time_by_the_clock_distance() -> None:
+    """Times are relative to the clock: a clock 1 day and 1 ms later moves every one by that."""
+    later = FixedClock(CLOCK.now() + dt.timedelta(days=1, milliseconds=1))
+    shift = dt.timedelta(days=1, milliseconds=1)
+    for first, second in zip(demo_traces(CLOCK), demo_traces(later), strict=True):
+        items = [(first, second), *zip(_steps(first), _steps(second), strict=True)]
+        for a, b in items:
+            for key in ("started_at", "ended_at"):
+                moved = dt.datetime.fromisoformat(str(b[key])) - dt.datetime.fromisoformat(
+                    str(a[key])
+                )
+                assert moved == shift
+
+
+def _steps(trace: dict[str, object]) -> list[dict[str, object]]:
+    steps = trace["steps"]
+    assert isinstance(steps, list)
+    return steps
+
+
+def test_dates_in_the_text_follow_the_run_date() -> None:
+    """'Next Friday' and 'last quarter' are worked out from the day each run starts on."""
+    traces = {str(t["id"]): str(t) for t in demo_traces(CLOCK)}  # Wednesday 12 March 2025
+    assert "Friday 14 March 2025" in traces[TOOL_CHAIN_ID]
+    assert "got '14/03/2025'" in traces[TOOL_CHAIN_ID]
+    assert "Q4 2024 (Oct 01 to Dec 31)" in traces[GOOD_RUN_ID]
+    assert ">= '2024-10-01' AND o.created_at < '2025-01-01'" in traces[GOOD_RUN_ID]
+    assert "Q4 2024" in traces[REGRESSED_ID]

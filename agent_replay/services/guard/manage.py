@@ -9,7 +9,7 @@ agree on ``policy.POLICY_SELECT``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,24 @@ def add_policy(
         insert_many(store, "policies", POLICY_COLUMNS, [_row(policy)])
     remember_policies(store)
     return policy
+
+
+def insert_new_policies(
+    store: Store, rows: Sequence[tuple[Any, ...]], columns: Sequence[str]
+) -> list[str]:
+    """Insert ready-made policy rows (fixed ids, like the demo's) whose id and name the store
+    does not hold yet; returns the names inserted. The caller refreshes the marker.
+
+    Args:
+        rows: ``policies`` rows in ``columns`` order, ``id`` and ``name`` first.
+    """
+    with store.write():
+        taken = execute(store, "SELECT id, name FROM policies").fetchall()
+        ids_taken = {row[0] for row in taken}
+        names = {row[1] for row in taken}
+        fresh = [row for row in rows if row[0] not in ids_taken and row[1] not in names]
+        insert_many(store, "policies", columns, fresh)
+    return [str(row[1]) for row in fresh]
 
 
 def remove_policy(store: Store, ref: str) -> Policy:
