@@ -37,20 +37,14 @@ from peewee import (
 from agent_replay.errors import StoreError
 from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir
 from agent_replay.store.handles import MEMORY, as_database, memory_database
-
-BUSY_TIMEOUT_S = 15.0
+from agent_replay.store.migrations import run_migrations
+from agent_replay.store.pragmas import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
+from agent_replay.store.pragmas import PG_WRITE_LOCK as PG_WRITE_LOCK
+from agent_replay.store.pragmas import PRAGMAS as PRAGMAS
 
 # Errors a write can raise: peewee's wrappers, and the driver's own from raw cursors (the
 # PostgreSQL path wraps its raw cursors, see ``writes.insert_many``).
 DB_ERRORS: tuple[type[Exception], ...] = (PeeweeException, sqlite3.Error)
-
-PRAGMAS = {
-    "journal_mode": "wal",
-    "busy_timeout": int(BUSY_TIMEOUT_S * 1000),
-    "foreign_keys": 1,
-    "synchronous": "normal",
-    "cache_size": -64000,
-}
 
 PG_CONNECT_TIMEOUT_S = 10
 """How long connecting to a PostgreSQL server may take before the command fails (libpq waits
@@ -61,11 +55,6 @@ shared by a team and its CI)."""
 
 _URL_SCHEME = re.compile(r"^(postgres|postgresql)://", re.IGNORECASE)
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
-
-# The write lock: one advisory lock per store (per schema), held to the end of the transaction.
-PG_WRITE_LOCK = (
-    "SELECT pg_advisory_xact_lock(hashtextextended('agent-replay:' || current_schema(), 0))"
-)
 
 
 def is_db_url(target: object) -> bool:
@@ -352,8 +341,6 @@ def open_store(target: StoreTarget, *, create: bool = True, migrate: bool = True
     try:
         db.connect(reuse_if_open=True)
         if migrate:
-            from agent_replay.store.migrations import run_migrations
-
             run_migrations(store)
     except StoreError:
         db.close()
@@ -373,8 +360,6 @@ def _open_handle(target: str | sqlite3.Connection | Database, *, migrate: bool) 
         database.connect(reuse_if_open=True)
         store = Store(database)
         if migrate:
-            from agent_replay.store.migrations import run_migrations
-
             run_migrations(store)
     except DB_ERRORS as exc:
         raise StoreError(f"cannot open the store on {target!r}: {_first_line(exc)}") from exc
@@ -459,8 +444,6 @@ def _open_postgres(url: str, *, create: bool, migrate: bool) -> Store:
                 ],
             )
         if migrate:
-            from agent_replay.store.migrations import run_migrations
-
             run_migrations(store)
     except StoreError:
         store.close()

@@ -14,12 +14,19 @@ in autocommit mode (``isolation_level = None``), which peewee's explicit transac
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import Any, Protocol
 
 from peewee import Database, SqliteDatabase
 
 MEMORY = ":memory:"
 """The name SQLite gives an in-memory database; ``ensure_database(":memory:")`` opens one."""
+
+
+class HasDatabase(Protocol):
+    """A ``store.db.Store`` as ``store.migrations`` (which ``db`` imports) sees it: its database."""
+
+    @property
+    def db(self) -> Database: ...
 
 
 class HandedSqlite(SqliteDatabase):

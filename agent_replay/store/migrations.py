@@ -16,16 +16,13 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from peewee import Database, IntegerField, TextField
+from peewee import Database, IntegerField, SqliteDatabase, TextField
 
 from agent_replay.errors import StoreError
-from agent_replay.store.handles import as_database
+from agent_replay.store.handles import HasDatabase, as_database
+from agent_replay.store.pragmas import PG_WRITE_LOCK, PRAGMAS
 from agent_replay.store.schema import SCHEMA_VERSION
-
-if TYPE_CHECKING:  # a Store wraps a Database; db.py imports this module at run time
-    from agent_replay.store.db import Store
 
 _V1_TABLES = [
     """CREATE TABLE traces (
@@ -530,7 +527,7 @@ def pending(db: Database) -> list[str]:
 
 
 def run_migrations(
-    db: Database | Store | sqlite3.Connection, *, upto: int | None = None
+    db: Database | HasDatabase | sqlite3.Connection, *, upto: int | None = None
 ) -> list[str]:
     """Apply every pending migration (or those up to number ``upto``) in one transaction.
 
@@ -545,8 +542,6 @@ def run_migrations(
         StoreError: the store is newer than this build.
     """
     if isinstance(db, Database | sqlite3.Connection):
-        from agent_replay.store.db import PRAGMAS  # deferred: db.py imports this module
-
         database = as_database(db, PRAGMAS)
     else:
         database = db.db  # a Store wraps its database
@@ -559,8 +554,6 @@ def run_migrations(
         if not _is_sqlite(database):
             # Two processes migrating one new server store wait for each other, as SQLite's
             # BEGIN IMMEDIATE makes them: the store's write lock (see db.Store.write).
-            from agent_replay.store.db import PG_WRITE_LOCK
-
             database.execute_sql(PG_WRITE_LOCK)
         database.execute_sql(
             "CREATE TABLE IF NOT EXISTS _migrations "
@@ -594,8 +587,6 @@ def _current(database: Database) -> bool:
 
 
 def _is_sqlite(database: Database) -> bool:
-    from peewee import SqliteDatabase
-
     return isinstance(database, SqliteDatabase)
 
 

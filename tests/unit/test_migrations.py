@@ -14,9 +14,10 @@ from peewee import Database, SqliteDatabase
 from agent_replay.errors import StoreError
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store import migrations
-from agent_replay.store.db import PRAGMAS, Store, ensure_database, open_store
+from agent_replay.store.db import Store, ensure_database, open_store
 from agent_replay.store.migrations import LATEST, MIGRATIONS, pending, run_migrations
 from agent_replay.store.models import ALL_MODELS, BACKEND_COLUMNS, SEARCH_TABLES
+from agent_replay.store.pragmas import PRAGMAS
 from agent_replay.store.queries import get_trace, list_traces, trace_json
 
 ALL_NAMES = [name for name, _ in MIGRATIONS]
