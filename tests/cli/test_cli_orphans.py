@@ -16,7 +16,8 @@ from typing import Any
 
 from captures import HARNESS
 
-from agent_replay.services.capture.importer import SessionWriter, import_file
+from agent_replay.services.capture.importer import import_file
+from agent_replay.services.capture.session_writer import SessionWriter
 from agent_replay.store.db import open_store
 from agent_replay.store.writes import execute
 

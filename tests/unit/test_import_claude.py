@@ -13,12 +13,8 @@ from captures import HARNESS
 
 from agent_replay.clock import FixedClock
 from agent_replay.services.capture import claude_transcript
-from agent_replay.services.capture.importer import (
-    SessionWriter,
-    detect_format,
-    import_file,
-    import_path,
-)
+from agent_replay.services.capture.importer import detect_format, import_file, import_path
+from agent_replay.services.capture.session_writer import SessionWriter
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute
@@ -522,7 +518,7 @@ def test_a_failure_half_way_leaves_no_partial_trace(
             result("t1", "x", 3),
         ],
     )
-    monkeypatch.setattr("agent_replay.services.capture.importer.COMMIT_EVERY_S", 0.0)
+    monkeypatch.setattr("agent_replay.services.capture.session_writer.COMMIT_EVERY_S", 0.0)
 
     def broken(self: SessionWriter, number: int, **fields: Any) -> None:
         raise RuntimeError("disk on fire")

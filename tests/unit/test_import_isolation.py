@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_replay.services.capture.importer import RecordRejected, SessionWriter
+from agent_replay.services.capture.session_writer import RecordRejected, SessionWriter
 from agent_replay.store.db import Store
 from agent_replay.store.queries import get_trace
 

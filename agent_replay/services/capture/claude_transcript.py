@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_replay.services.capture import vocabulary
-from agent_replay.services.capture.importer import (
+from agent_replay.services.capture.session_writer import (
     CLAUDE_TRANSCRIPT,
     SessionWriter,
     as_int,

@@ -45,7 +45,7 @@ from typing import Any
 
 from agent_replay.services.capture import vocabulary
 from agent_replay.services.capture.hooks_gemini import tool_error
-from agent_replay.services.capture.importer import (
+from agent_replay.services.capture.session_writer import (
     GEMINI_CHAT,
     SessionWriter,
     as_int,

@@ -58,7 +58,11 @@ from typing import Any
 from agent_replay.services.capture import claude_transcript, codex_rollout
 from agent_replay.services.capture.hooks import Hook, error_marker
 from agent_replay.services.capture.hooks_claude import SUBAGENT_KEY
-from agent_replay.services.capture.importer import CLAUDE_TRANSCRIPT, CODEX_ROLLOUT, SessionWriter
+from agent_replay.services.capture.session_writer import (
+    CLAUDE_TRANSCRIPT,
+    CODEX_ROLLOUT,
+    SessionWriter,
+)
 from agent_replay.services.setup import CLAUDE_EVENTS
 from agent_replay.store.writes import execute
 from agent_replay.trace.io import dumps, loads
