@@ -1,0 +1,159 @@
+"""No production module builds SQL strings, except the ones listed here, each with its reason.
+
+Issue 19 makes the Peewee models the store: reads and writes go through Peewee's query builder,
+so one query runs unchanged on SQLite and PostgreSQL. The only SQL text left then is the
+migrations' frozen DDL, the full-text search backends and the hook's stdlib-only fast path.
+That conversion has not been done yet, so ``CONVERT`` lists today's modules that still build
+SQL by hand: the list may only shrink. A new module with SQL text fails here (use the query
+builder, or argue for a ``KEEP`` entry in review); a listed module that no longer has any fails
+too, so its entry is deleted the day it is converted.
+
+What counts as SQL: a string literal (or an f-string's text) that starts with a statement
+keyword (``SELECT``, ``INSERT``, ``PRAGMA``, ...) or holds an upper-case clause (`` WHERE ``,
+`` ORDER BY ``, ``ON CONFLICT``, ...). Docstrings and other bare string statements are prose,
+not SQL, and are skipped. A cheap AST scan: no import of the package.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION = ("agent_replay", "screens", "widgets")
+
+KEEP: dict[str, str] = {
+    "agent_replay/store/migrations.py": "frozen DDL: the schema's history must not move when "
+    "store/models.py changes",
+    "agent_replay/store/search.py": "the full-text search backends (FTS5 MATCH, PostgreSQL "
+    "tsvector ranking), which the query builder does not express",
+    "agent_replay/services/capture/hook_inbox.py": "the hook's fast path: stdlib sqlite3 only "
+    "(no peewee), inside the hook's start-up budget",
+    "agent_replay/services/guard/enforce.py": "hook --enforce's fast path: the policy read with "
+    "stdlib sqlite3 only (no peewee)",
+}
+"""Modules that keep SQL text for good (the exceptions issue 19 names)."""
+
+_TODO = "to be moved to Peewee's query builder (issue 19)"
+CONVERT: dict[str, str] = {
+    "agent_replay/services/agent_tools.py": f"hand-built SELECT on steps, {_TODO}",
+    "agent_replay/services/bundle.py": f"hand-built SELECT of trace ids, {_TODO}",
+    "agent_replay/services/capture/claude_transcript.py": f"hand-built cost SUM, {_TODO}",
+    "agent_replay/services/capture/events.py": f"hand-built trace lookups, {_TODO}",
+    "agent_replay/services/capture/hook_drain.py": f"hand-built inbox/receipt SQL, {_TODO}",
+    "agent_replay/services/capture/hooks.py": f"hand-built session lookups, {_TODO}",
+    "agent_replay/services/capture/hooks_claude.py": f"hand-built step lookups, {_TODO}",
+    "agent_replay/services/capture/importer.py": f"hand-built session lookups, {_TODO}",
+    "agent_replay/services/capture/session_writer.py": f"hand-built DELETE, {_TODO}",
+    "agent_replay/services/capture/transcript_follow.py": f"hand-built hook_follow SQL, {_TODO}",
+    "agent_replay/services/doctor.py": f"hand-built store checks, {_TODO}",
+    "agent_replay/services/evals/records.py": f"hand-built eval JOIN, {_TODO}",
+    "agent_replay/services/guard/manage.py": f"hand-built policies SQL, {_TODO}",
+    "agent_replay/services/guard/policy.py": "POLICY_SELECT, shared with the stdlib enforce "
+    f"path; {_TODO} on the store side",
+    "agent_replay/services/guard/record.py": f"hand-built session lookups, {_TODO}",
+    "agent_replay/services/liveness.py": f"hand-built status read, {_TODO}",
+    "agent_replay/services/otel/responses.py": f"hand-built otel_responses SQL, {_TODO}",
+    "agent_replay/services/otel/writer_process.py": f"hand-built OTLP writer SQL, {_TODO}",
+    "agent_replay/services/proxy/recording.py": f"hand-built running-trace lookups, {_TODO}",
+    "agent_replay/services/prune.py": f"hand-built SELECT of OTLP traces, {_TODO}",
+    "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
+    "agent_replay/services/redact_store.py": f"hand-built table rewrites, {_TODO}",
+    "agent_replay/store/db.py": "PostgreSQL schema setup (CREATE SCHEMA, search_path); decide "
+    "in the Peewee conversion (issue 19)",
+    "agent_replay/store/live.py": f"hand-built live-watch reads, {_TODO}",
+    "agent_replay/store/pragmas.py": "the PostgreSQL advisory write lock statement; decide in "
+    "the Peewee conversion (issue 19)",
+    "agent_replay/store/queries.py": f"hand-built list/detail reads, {_TODO}",
+    "agent_replay/store/retention.py": f"hand-built cascading DELETEs, {_TODO}",
+    "agent_replay/store/stats.py": f"hand-built aggregates, {_TODO}",
+    "agent_replay/store/transfer.py": f"hand-built push/pull reads, {_TODO}",
+    "agent_replay/store/writers.py": f"hand-built writers-table SQL, {_TODO}",
+    "agent_replay/store/writes.py": "the per-dialect write layer (INSERT, upserts) that Peewee's "
+    "insert_many/on_conflict replace (issue 19)",
+}
+"""Today's modules that still build SQL by hand: the list may only shrink."""
+
+_STATEMENT = re.compile(
+    r"^\s*\(?\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|PRAGMA|BEGIN|WITH|REPLACE|"
+    r"VACUUM|ANALYZE|SAVEPOINT|RELEASE|ROLLBACK|COMMIT|REINDEX|ATTACH|DETACH|EXPLAIN|TRUNCATE|"
+    r"SET|LOCK|LISTEN|NOTIFY)\b[ (\n]"
+)
+_CLAUSE = re.compile(
+    r"(^|[\s(])(FROM|WHERE|ORDER BY|GROUP BY|JOIN|ON CONFLICT|VALUES|SET|LIMIT|RETURNING|"
+    r"HAVING|UNION|AND|OR)\s"
+)
+
+
+def looks_like_sql(text: str) -> bool:
+    """Whether a string literal's text is SQL (or a piece of a statement being built)."""
+    return bool(_STATEMENT.search(text) or _CLAUSE.search(text))
+
+
+def literal_texts(source: str) -> Iterator[str]:
+    """The text of every string literal in a module that is not prose: docstrings and other
+    bare string statements are skipped; an f-string yields its literal parts joined with
+    ``{}`` where its fields are."""
+    tree = ast.parse(source)
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        for statement in body if isinstance(body, list) else ():
+            if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                skip.add(id(statement.value))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for value in node.values:
+                skip.add(id(value))
+                parts.append(value.value if isinstance(value, ast.Constant) else "{}")
+            yield "".join(str(part) for part in parts)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if id(node) not in skip:
+                yield node.value
+
+
+@functools.cache  # parsed once for the module's tests
+def modules_with_sql() -> frozenset[str]:
+    """The production modules (repository-relative paths) holding SQL text."""
+    found: set[str] = set()
+    for top in PRODUCTION:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if any(looks_like_sql(text) for text in literal_texts(path.read_text("utf-8"))):
+                found.add(path.relative_to(ROOT).as_posix())
+    return frozenset(found)
+
+
+def test_no_module_outside_the_list_builds_sql() -> None:
+    """New SQL text goes through the query builder, not into a new module."""
+    unlisted = sorted(modules_with_sql() - KEEP.keys() - CONVERT.keys())
+    assert not unlisted, (
+        "these production modules build SQL strings: use Peewee's query builder "
+        f"(store/models.py), or argue for an entry in KEEP: {unlisted}"
+    )
+
+
+def test_the_list_has_no_module_that_stopped_building_sql() -> None:
+    """A converted (or moved) module leaves the list, so the list only shrinks."""
+    stale = sorted((KEEP.keys() | CONVERT.keys()) - modules_with_sql())
+    assert not stale, f"these no longer hold SQL text (or moved): remove them here: {stale}"
+    assert not KEEP.keys() & CONVERT.keys()
+
+
+def test_the_scan_tells_sql_from_prose() -> None:
+    """Statements, clauses and f-strings count; docstrings and English messages don't."""
+    source = '''
+"""SELECT in a module docstring is prose."""
+def f(table, where):
+    """DELETE FROM in a docstring is prose too."""
+    a = f"SELECT id FROM {table}"
+    b = " WHERE enabled <> 0"
+    c = "a policy named {name!r} exists already"
+    d = "select the trace to delete from the list"
+    e = "INSERT OR IGNORE INTO tags VALUES (?, ?)"
+'''
+    texts = list(literal_texts(source))
+    assert [looks_like_sql(text) for text in texts] == [True, True, False, False, True]
