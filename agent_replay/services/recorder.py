@@ -9,6 +9,7 @@ ingest uses, so a trace recorded step by step is identical to the same trace ing
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -429,7 +430,12 @@ class TraceRecorder:
         """
         if not items:
             return True
-        with self.db.write():
+        # Inside a caller's transaction (``pump``'s batch), no savepoint of its own: on SQLite a
+        # savepoint journals every page the inserts touch (2.5x their cost); every check that
+        # can refuse the batch runs before the first insert, and a failing insert undoes the
+        # rows already in (``_insert_batch``), so it is still all or nothing.
+        nested = self.db.is_sqlite and self.db.db.in_transaction()
+        with contextlib.nullcontext() if nested else self.db.write():
             self._require_trace(trace_id)
             datas: list[dict[str, Any]] = []
             links: list[tuple[Any, Any]] = []
@@ -488,15 +494,42 @@ class TraceRecorder:
                 snapshot = snapshot_row(step, step.id, trace_id)
                 if snapshot is not None:
                     snapshot_rows.append(snapshot)
+            self._insert_batch(trace_id, step_rows, decision_rows, snapshot_rows, undo=nested)
+            return True
+
+    def _insert_batch(
+        self,
+        trace_id: str,
+        step_rows: list[tuple[Any, ...]],
+        decision_rows: list[tuple[Any, ...]],
+        snapshot_rows: list[tuple[Any, ...]],
+        *,
+        undo: bool,
+    ) -> None:
+        """Insert a batch's rows and count its steps; ``undo``: outside a savepoint, so a
+        failure deletes what got in before it is raised (children first, by step id)."""
+        try:
             insert_many(self.db, "steps", STEP_COLUMNS, step_rows)
             insert_many(self.db, "decisions", DECISION_COLUMNS, decision_rows)
             insert_many(self.db, "snapshots", SNAPSHOT_COLUMNS, snapshot_rows)
             execute(
                 self.db,
                 "UPDATE traces SET step_count = step_count + ? WHERE id = ?",
-                [len(steps), trace_id],
+                [len(step_rows), trace_id],
             )
-            return True
+        except BaseException:
+            if undo:
+                step_ids = [row[0] for row in step_rows]
+                for table, key in (("decisions", "step_id"), ("snapshots", "step_id")):
+                    self._delete_in(table, key, step_ids)
+                self._delete_in("steps", "id", step_ids)
+            raise
+
+    def _delete_in(self, table: str, column: str, keys: list[Any]) -> None:
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            execute(self.db, f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
 
     def _redact_step(self, data: dict[str, Any]) -> dict[str, Any]:
         """``self.redact(data)`` for a step object, minus the values that can't hold a secret
