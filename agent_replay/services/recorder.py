@@ -555,9 +555,21 @@ class TraceRecorder:
         return redacted
 
     def _stored_numbers(self, trace_id: str, numbers: list[int]) -> set[int]:
-        """Which of these step numbers the trace already has."""
+        """Which of these step numbers the trace already has.
+
+        A batch's numbers are mostly one run past the trace's last step: one range query (one
+        statement, prepared once) answers for a run; scattered numbers are looked up by list.
+        """
         found: set[int] = set()
         unique = sorted(set(numbers))
+        if unique and unique[-1] - unique[0] < 2 * len(unique) + 64:
+            rows = execute(
+                self.db,
+                "SELECT step_number FROM steps WHERE trace_id = ? AND step_number BETWEEN ? AND ?",
+                [trace_id, unique[0], unique[-1]],
+            ).fetchall()
+            wanted = set(unique)
+            return {int(r[0]) for r in rows if int(r[0]) in wanted}
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ", ".join("?" * len(chunk))
