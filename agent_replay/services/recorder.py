@@ -10,6 +10,7 @@ ingest uses, so a trace recorded step by step is identical to the same trace ing
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ from agent_replay.services import costs, limits
 from agent_replay.services.derive import duration_between
 from agent_replay.services.derive import total_tokens as sum_tokens
 from agent_replay.services.ingest import prepare
-from agent_replay.services.redact import Redactor, identity, redact_value
+from agent_replay.services.redact import Redactor, identity, redact_capped
 from agent_replay.store import ids, writers
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
@@ -99,8 +100,10 @@ class TraceRecorder:
         self.lenient = lenient
         self.max_value_bytes = max_value_bytes or limits.max_value_bytes()
         # Every value is capped (size, nesting) before it is redacted and validated.
-        self.redact: Redactor = limits.capped(
-            redact_value if redact else identity, self.max_value_bytes
+        self.redact: Redactor = (
+            functools.partial(redact_capped, max_bytes=self.max_value_bytes)
+            if redact
+            else limits.capped(identity, self.max_value_bytes)
         )
         self.warnings: list[str] = []
 
