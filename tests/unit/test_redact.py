@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent_replay.services.recorder import TraceRecorder
 from agent_replay.services.limits import cap_value
+from agent_replay.services.recorder import TraceRecorder
 from agent_replay.services.redact import redact_capped, redact_text, redact_value
 from agent_replay.store.queries import get_trace
 
