@@ -6,6 +6,7 @@ Headless: never imports Textual, Rich or an AI SDK.
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import tempfile
@@ -89,6 +90,13 @@ def command(
         finish,
         pump,
     )
+
+    # A batch holds thousands of short-lived, acyclic dicts (events, steps, rows): with the
+    # default thresholds the cyclic collector rescans the whole heap every few hundred
+    # events (a tenth of the CPU). Freeze what is loaded now and collect less often, as
+    # `otel serve` does.
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 100)
 
     def warn(message: str) -> None:
         click.echo(f"agent-replay record: {safe(message)}", err=True)

@@ -9,6 +9,8 @@ ingest uses, so a trace recorded step by step is identical to the same trace ing
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +20,7 @@ from agent_replay.services import costs, limits
 from agent_replay.services.derive import duration_between
 from agent_replay.services.derive import total_tokens as sum_tokens
 from agent_replay.services.ingest import prepare
-from agent_replay.services.redact import Redactor, identity, redact_value
+from agent_replay.services.redact import Redactor, identity, redact_capped
 from agent_replay.store import ids, writers
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
@@ -98,8 +100,10 @@ class TraceRecorder:
         self.lenient = lenient
         self.max_value_bytes = max_value_bytes or limits.max_value_bytes()
         # Every value is capped (size, nesting) before it is redacted and validated.
-        self.redact: Redactor = limits.capped(
-            redact_value if redact else identity, self.max_value_bytes
+        self.redact: Redactor = (
+            functools.partial(redact_capped, max_bytes=self.max_value_bytes)
+            if redact
+            else limits.capped(identity, self.max_value_bytes)
         )
         self.warnings: list[str] = []
 
@@ -429,7 +433,12 @@ class TraceRecorder:
         """
         if not items:
             return True
-        with self.db.write():
+        # Inside a caller's transaction (``pump``'s batch), no savepoint of its own: on SQLite a
+        # savepoint journals every page the inserts touch (2.5x their cost); every check that
+        # can refuse the batch runs before the first insert, and a failing insert undoes the
+        # rows already in (``_insert_batch``), so it is still all or nothing.
+        nested = self.db.is_sqlite and self.db.db.in_transaction()
+        with contextlib.nullcontext() if nested else self.db.write():
             self._require_trace(trace_id)
             datas: list[dict[str, Any]] = []
             links: list[tuple[Any, Any]] = []
@@ -488,15 +497,42 @@ class TraceRecorder:
                 snapshot = snapshot_row(step, step.id, trace_id)
                 if snapshot is not None:
                     snapshot_rows.append(snapshot)
+            self._insert_batch(trace_id, step_rows, decision_rows, snapshot_rows, undo=nested)
+            return True
+
+    def _insert_batch(
+        self,
+        trace_id: str,
+        step_rows: list[tuple[Any, ...]],
+        decision_rows: list[tuple[Any, ...]],
+        snapshot_rows: list[tuple[Any, ...]],
+        *,
+        undo: bool,
+    ) -> None:
+        """Insert a batch's rows and count its steps; ``undo``: outside a savepoint, so a
+        failure deletes what got in before it is raised (children first, by step id)."""
+        try:
             insert_many(self.db, "steps", STEP_COLUMNS, step_rows)
             insert_many(self.db, "decisions", DECISION_COLUMNS, decision_rows)
             insert_many(self.db, "snapshots", SNAPSHOT_COLUMNS, snapshot_rows)
             execute(
                 self.db,
                 "UPDATE traces SET step_count = step_count + ? WHERE id = ?",
-                [len(steps), trace_id],
+                [len(step_rows), trace_id],
             )
-            return True
+        except BaseException:
+            if undo:
+                step_ids = [row[0] for row in step_rows]
+                for table, key in (("decisions", "step_id"), ("snapshots", "step_id")):
+                    self._delete_in(table, key, step_ids)
+                self._delete_in("steps", "id", step_ids)
+            raise
+
+    def _delete_in(self, table: str, column: str, keys: list[Any]) -> None:
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            execute(self.db, f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
 
     def _redact_step(self, data: dict[str, Any]) -> dict[str, Any]:
         """``self.redact(data)`` for a step object, minus the values that can't hold a secret
@@ -522,9 +558,21 @@ class TraceRecorder:
         return redacted
 
     def _stored_numbers(self, trace_id: str, numbers: list[int]) -> set[int]:
-        """Which of these step numbers the trace already has."""
+        """Which of these step numbers the trace already has.
+
+        A batch's numbers are mostly one run past the trace's last step: one range query (one
+        statement, prepared once) answers for a run; scattered numbers are looked up by list.
+        """
         found: set[int] = set()
         unique = sorted(set(numbers))
+        if unique and unique[-1] - unique[0] < 2 * len(unique) + 64:
+            rows = execute(
+                self.db,
+                "SELECT step_number FROM steps WHERE trace_id = ? AND step_number BETWEEN ? AND ?",
+                [trace_id, unique[0], unique[-1]],
+            ).fetchall()
+            wanted = set(unique)
+            return {int(r[0]) for r in rows if int(r[0]) in wanted}
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ", ".join("?" * len(chunk))

@@ -215,6 +215,66 @@ def _walk_deep(value: Any) -> Any:
     return root[0]
 
 
+_limits: Any = None
+"""``services.limits``, once ``redact_capped`` is first used (deferred: it loads ``hashlib``,
+which the hook's fast path, redacting only, never needs)."""
+MAX_DEPTH = 100
+"""``limits.MAX_DEPTH`` (checked equal when ``limits`` is loaded)."""
+
+
+def redact_capped(value: Any, max_bytes: int) -> Any:
+    """``redact_value(limits.cap_value(value, max_bytes))`` in one walk instead of two (the
+    recorder's redactor: every value is capped, then redacted; the result is the same)."""
+    global _limits
+    if _limits is None:
+        from agent_replay.services import limits
+
+        assert limits.MAX_DEPTH == MAX_DEPTH
+        _limits = limits
+    return _capped(value, max_bytes, 0)
+
+
+def _capped(value: Any, max_bytes: int, depth: int) -> Any:
+    kind = type(value)
+    if kind is str:
+        if len(value) * 4 > max_bytes:
+            value = _limits.cap_text(value, max_bytes)
+        return redact_string(value) if len(value) >= MIN_SECRET else value
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            return _walk(_limits.cap_value(value, max_bytes, depth), 0)  # its marker, redacted
+        return [_capped(item, max_bytes, depth + 1) for item in value]
+    if kind is not dict:
+        if isinstance(value, str | dict | list):  # a subclass: as the two walks take it
+            return redact_value(_limits.cap_value(value, max_bytes, depth))
+        return value
+    if depth >= MAX_DEPTH:
+        return _walk(_limits.cap_value(value, max_bytes, depth), 0)
+    out = {}
+    for key, item in value.items():
+        kind = type(item)
+        if kind is not str:
+            if (kind is dict or kind is list) and depth + 1 < MAX_DEPTH:
+                out[key] = _capped(item, max_bytes, depth + 1)
+                continue
+            if not isinstance(item, str | dict | list):
+                out[key] = item
+                continue
+            # A container too deep (its marker text) or a subclass (as its base): capped as
+            # ``cap_value`` does, then redacted as a field's value (the key may hide it).
+            item = _limits.cap_value(item, max_bytes, depth + 1)
+            if type(item) is not str:
+                out[key] = redact_value(item)
+                continue
+        elif len(item) * 4 > max_bytes:
+            item = _limits.cap_text(item, max_bytes)
+        if _secret_field(key, item):
+            out[key] = "[REDACTED:secret_field]"
+        else:
+            out[key] = redact_string(item) if len(item) >= MIN_SECRET else item
+    return out
+
+
 Redactor = Callable[[Any], Any]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from agent_replay.services.capture.events import (
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.queries import get_trace, list_traces, trace_json
+from agent_replay.store.writes import execute
 
 T = "2026-01-01T10:00:{:06.3f}Z".format
 
@@ -674,6 +676,33 @@ def test_record_steps_if_clean_refuses_and_writes_nothing(
     assert not rec.record_steps_if_clean(trace_id, [(good, None, False), (step, None, False)])
     assert [s.step_number for s in get_trace(store, trace_id).steps] == [1]
     assert rec.warnings == []
+
+
+@pytest.mark.sqlite_only  # (a TEMP trigger; PostgreSQL keeps its savepoint)
+def test_record_steps_if_clean_in_a_batch_leaves_nothing_when_an_insert_fails(
+    store: Store,
+) -> None:
+    """Inside the caller's transaction there is no savepoint: a failing insert (the database
+    refusing a row) still leaves none of the batch's rows behind."""
+    rec = TraceRecorder(store, lenient=True)
+    trace_id = rec.start_trace("a")
+    execute(
+        store,
+        "CREATE TEMP TRIGGER refuse BEFORE INSERT ON snapshots "
+        "BEGIN SELECT RAISE(ABORT, 'disk says no'); END",
+    )
+    items = [
+        ({"step_number": 1, "step_type": "thought", "output": "x"}, None, False),
+        ({"step_number": 2, "step_type": "thought", "snapshot": {"tool_state": {}}}, None, False),
+    ]
+    with store.write():
+        with pytest.raises(sqlite3.IntegrityError):
+            rec.record_steps_if_clean(trace_id, items)
+        left = execute(store, "SELECT COUNT(*) FROM steps WHERE trace_id = ?", [trace_id])
+        assert left.fetchone()[0] == 0
+    execute(store, "DROP TRIGGER refuse")
+    assert rec.record_steps_if_clean(trace_id, items)
+    assert [s.step_number for s in get_trace(store, trace_id).steps] == [1, 2]
 
 
 # --- reading the descriptor --------------------------------------------------------------------

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from agent_replay.services.limits import cap_value
 from agent_replay.services.recorder import TraceRecorder
-from agent_replay.services.redact import redact_text, redact_value
+from agent_replay.services.redact import redact_capped, redact_text, redact_value
 from agent_replay.store.queries import get_trace
 
 
@@ -153,3 +154,45 @@ def test_deep_values_are_redacted_without_recursion() -> None:
     for _ in range(5000):
         out = out["a"][0]
     assert out == "[REDACTED:github_token]"
+
+
+class _Text(str):
+    pass
+
+
+class _Object(dict):  # type: ignore[type-arg]
+    pass
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+def test_the_recorders_one_walk_caps_and_redacts_as_the_two_walks_do() -> None:
+    """``redact_capped`` (the recorder's redactor) gives what capping then redacting gives:
+    long texts, containers at and past the depth cap (under a secret-named key too), str and
+    dict subclasses, JSON held in a string, secrets and non-secrets."""
+    token = "ghp_" + "a" * 36
+    cap = 1024
+    values: list[Any] = [
+        "plain words only",
+        f"export GITHUB_TOKEN={token}",
+        {"password": "hunter2hunter2", "note": f"see {token}", "n": 3, "ok": True},
+        {"api_key": _nested(120, "x"), "deep": _nested(99, token), "deeper": _nested(101, "y")},
+        [_nested(100, token), _nested(98, [token]), None, 1.5],
+        {"text": "word " * 400 + token, "list": ["word " * 400 + token]},
+        {"token": _Text("abcdefgh12345"), "sub": _Object(a=_Text(token)), "s": _Text("hi")},
+        _Object(password="abcdef123456", inner=[_Text(token)]),
+        _Text(token),
+        json.dumps({"authorization": "Bearer abcdefghijklmnop1234", "x": [token]}),
+        {"[REDACTED:secret_field]": "[REDACTED:github_token]", "key": "[REDACTED:api_key]"},
+    ]
+    at_the_cap: Any = {"token": {"x": 1}, "other": [1]}  # its values become depth markers
+    for _ in range(99):
+        at_the_cap = [at_the_cap]
+    values.append(at_the_cap)
+    for value in values:
+        assert redact_capped(value, cap) == redact_value(cap_value(value, cap))

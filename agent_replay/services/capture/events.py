@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import select
+import stat
 import time
 from collections import deque
 from collections.abc import Callable
@@ -40,6 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError, NotFoundError
@@ -53,7 +59,11 @@ from agent_replay.trace.models import MAX_SAFE_INT
 PROTOCOL_VERSION = 1
 # The longest a batch stays uncommitted (seconds): the most a killed recorder can lose.
 WINDOW_S = 0.1
-READ_SIZE = 1 << 16
+READ_SIZE = 1 << 20
+# What a pipe on stdin may hold (Linux: ``F_SETPIPE_SZ``, default 64 KiB; 1 MiB is what an
+# unprivileged process may ask): the producer keeps writing while a batch is recorded, so the
+# next batch takes everything that came meanwhile, in one read (group commit by itself).
+PIPE_SIZE = 1 << 20
 # How many malformed lines / rejected events / repairs are kept with their details.
 SAMPLES = 5
 
@@ -1056,6 +1066,7 @@ class FdReader:
         # True while blocked waiting for input: a signal handler may raise Interrupted then.
         self.waiting = False
         self._partial = b""
+        _grow_pipe(fd)
         try:
             select.select([fd], [], [], 0)
             self._selectable = follow is None
@@ -1133,6 +1144,19 @@ class FdReader:
             chunk = os.read(self.fd, READ_SIZE)
         self._take(chunk)
         return True
+
+
+def _grow_pipe(fd: int) -> None:
+    """Ask for a bigger pipe buffer when ``fd`` is a pipe (best effort: Linux only, and the
+    system's limit may refuse it)."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if setsize is None:
+        return
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            fcntl.fcntl(fd, setsize, PIPE_SIZE)
+    except OSError:
+        pass  # a smaller pipe only means smaller batches
 
 
 class LineSink:
