@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -105,14 +106,20 @@ def test_help_exits_0_and_shows_the_registration(store_dir: Path) -> None:
 # --- recording ----------------------------------------------------------------------------
 
 
-def test_the_first_payload_creates_the_store_and_is_recorded_at_once(store_dir: Path) -> None:
+def test_the_first_payload_creates_a_private_store_and_the_drainer_records_it(
+    store_dir: Path,
+) -> None:
+    """The first hook creates the store without migrating it (the payload waits in the early
+    inbox); the drainer it starts migrates the store, and the payload is recorded."""
     assert not store_dir.exists()
-    done = run_hook(store_dir, stdin=json.dumps(PROMPT_EVENT))
+    done = run_hook(store_dir, stdin=json.dumps(PROMPT_EVENT), spawn=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
-    from agent_replay.store.db import open_store
-
+    assert stat.S_IMODE(store_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((store_dir / "traces.db").stat().st_mode) == 0o600
+    drain_with_lock(store_dir)  # stops the drainer (it may have recorded it already)
     with open_store(store_dir, create=False) as store:
         (trace,) = traces(store)
+        assert pending_count(store) == 0
     assert trace["input"] == PROMPT_EVENT["prompt"]
     assert trace["session_id"] == "sess-cli-1"
 
