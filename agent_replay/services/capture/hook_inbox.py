@@ -71,8 +71,16 @@ def connect(db_file: Path) -> sqlite3.Connection:
     return conn
 
 
-def queue(store_dir: Path, payload: str, options: dict[str, Any]) -> bool:
+_LEFT_OPEN: list[sqlite3.Connection] = []
+
+
+def queue(store_dir: Path, payload: str, options: dict[str, Any], *, close: bool = True) -> bool:
     """Queue one payload in the store at ``store_dir``, creating the store if need be.
+
+    With ``close=False`` the connection is left open for a process about to ``os._exit``:
+    the last connection to close checkpoints the WAL (fsyncs, ~10 ms and much more on a busy
+    disk), which the hooks that run before the drainer has the store open would pay. The
+    commit is durable either way, as after a SIGKILL; the drainer checkpoints.
 
     Returns ``False`` (nothing queued) when the store needs the full path first: a store of
     an older schema to migrate, an empty file, a missing one that the policies marker says
@@ -111,6 +119,7 @@ def queue(store_dir: Path, payload: str, options: dict[str, Any]) -> bool:
                 table = EARLY_INBOX
             else:
                 conn.execute("ROLLBACK")
+                conn.close()
                 return False
             insert(conn, payload, options, table=table)
             conn.execute("COMMIT")
@@ -118,8 +127,13 @@ def queue(store_dir: Path, payload: str, options: dict[str, Any]) -> bool:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-    finally:
+    except BaseException:
         conn.close()
+        raise
+    if close:
+        conn.close()
+    else:
+        _LEFT_OPEN.append(conn)
     return True
 
 
@@ -339,11 +353,12 @@ def spool(options: dict[str, Any]) -> None:
         options["spool_key"] = f"{time.time_ns():x}-{os.urandom(8).hex()}"
 
 
-def run(argv: list[str], stdin: Any = None) -> int | None:
+def run(argv: list[str], stdin: Any = None, *, exiting: bool = False) -> int | None:
     """Capture one hook invocation. Returns 0, or ``None`` to defer to the full CLI.
 
     Capture mode always exits 0 and prints nothing: a broken recorder must never break the
-    user's agent. Failures go to the log under the store directory.
+    user's agent. Failures go to the log under the store directory. ``exiting``: the process
+    ends right after, without closing the store's connection (see ``queue``).
     """
     options = parse_args(argv)
     if options is None:
@@ -367,7 +382,7 @@ def run(argv: list[str], stdin: Any = None) -> int | None:
         if not payload.strip():
             log_error(store_dir, "empty payload on stdin; nothing recorded")
             return 0
-        if options["sync"] or not queue(store_dir, payload, options):
+        if options["sync"] or not queue(store_dir, payload, options, close=not exiting):
             # --sync, or a store to migrate first: the full path, which reads the payload we
             # already took from stdin.
             sys.stdin = io.TextIOWrapper(io.BytesIO(payload.encode("utf-8")), encoding="utf-8")
