@@ -387,6 +387,12 @@ def main() -> int:
     print(f"{f'hook + its drainer (session of {args.events})':<{width}}{cpu['hook']:>8.1f}")
     drained = statistics.median(drainer_cpu) * 1000
     print(f"{'  of which the drainer, per session':<{width}}{drained:>8.1f}")
+    own = cpu["hook"] - drained / args.events
+    spare = CPU_GOAL * cpu["start"] - own
+    if spare > 0:
+        print(f"the CPU goal holds for sessions of {drained / spare:.0f} events or more")
+    else:
+        print("the hook alone misses the CPU goal")
     print()
     ok = True
 
