@@ -255,6 +255,24 @@ def test_one_drainer_serves_a_session_and_a_killed_one_is_replaced(
     assert [s["name"] for s in traces(store)[0]["steps"]] == ["Bash", "Bash"]
 
 
+def test_a_store_replaced_under_a_running_drainer_gets_its_payloads(store_dir: Path) -> None:
+    """The database file deleted and made afresh (``rm``, ``init``) while the session's
+    drainer holds the old one open: the next payload lands in the new file."""
+    event = {**PROMPT_EVENT, "hook_event_name": "PreToolUse", "tool_name": "Bash"}
+    event = {**event, "tool_input": {"command": "ls"}, "tool_use_id": "toolu_old"}
+    assert run_hook(store_dir, stdin=json.dumps(event), spawn=True).returncode == 0
+    _recorded(store_dir, "toolu_old", closed=False)
+    old = _drainer_pid(store_dir)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store_dir / 'traces.db'}{suffix}").unlink()
+    open_store(store_dir).close()
+    event = {**event, "tool_use_id": "toolu_new"}
+    assert run_hook(store_dir, stdin=json.dumps(event), spawn=True).returncode == 0
+    _recorded(store_dir, "toolu_new", closed=False)
+    assert _gone(old)
+    drain_with_lock(store_dir)
+
+
 def test_payloads_queued_into_a_new_store_keep_their_order_through_its_migration(
     tmp_path: Path,
 ) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError
+from agent_replay.paths import DB_NAME
 from agent_replay.services.capture.hook_inbox import (
     ENV_IDLE,
     IDLE_S,
@@ -424,6 +425,14 @@ def _idle_s() -> float:
         return IDLE_S
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
+
+
 def _same_file(fd: int, path: Path) -> bool:
     """Whether ``path`` still names the file ``fd`` has open (the store was not removed)."""
     try:
@@ -439,9 +448,13 @@ def serve(store: Store, store_dir: Path, fd: int) -> None:
     Going idle: close the FIFO (hooks now find no listener and try the lock), release the
     lock, and read the inbox once more: a payload that arrived meanwhile is taken over (the
     lock retaken) unless another drainer took it first. Asked to stop (``drain_with_lock``
-    waits for the lock, then drains itself) or with the store gone, it just exits."""
+    waits for the lock, then drains itself) or with the store gone, it just exits. With its
+    database file replaced (restored from a backup, say), it hands over to a new drainer,
+    which opens the file the hooks now write to."""
     lock: int | None = fd
     idle = _idle_s()
+    db_file = store_dir / DB_NAME
+    opened = _file_id(db_file)
     while lock is not None:
         _claim(lock)
         wake = _Wake.open(store_dir)
@@ -454,6 +467,8 @@ def serve(store: Store, store_dir: Path, fd: int) -> None:
                 if wake is None:
                     break
                 why = _wait(wake, lock, store_dir, LINGER_S if report.ended else idle)
+                if why == "wake" and _file_id(db_file) != opened:
+                    why = "replaced"
                 if why != "wake":
                     break
         finally:
@@ -461,6 +476,9 @@ def serve(store: Store, store_dir: Path, fd: int) -> None:
                 wake.close()
         os.close(lock)
         lock = None
+        if why == "replaced":
+            ensure_drainer(store_dir)
+            return
         # Payloads spooled for an unreachable store stay: only newer ones count.
         if why == "idle" and pending_count(store) > report.stuck:
             lock = try_lock(store_dir)  # None: another drainer (or drain_with_lock) took over
