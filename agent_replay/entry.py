@@ -19,8 +19,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["hook"]:
         from agent_replay.services.capture import hook_inbox
 
-        code = hook_inbox.run(args[1:])
+        code = hook_inbox.run(args[1:], exiting=argv is None)
         if code is not None:
+            if argv is None:  # the process itself: skip the interpreter's teardown
+                _exit_now(code)
             return code
     from agent_replay.cli import main as cli_main
 
@@ -36,3 +38,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _wants_help(args: list[str]) -> bool:
     return "--help" in args or "-h" in args
+
+
+def _exit_now(code: int) -> None:
+    """End the hook process at once: what it printed flushed, no interpreter teardown (a few
+    ms of the hook's budget) and no closing of the store's connection (``hook_inbox.queue``)."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

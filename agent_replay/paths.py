@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 DIR_NAME = ".agent-replay"
@@ -64,6 +63,8 @@ def make_private_dir(path: Path) -> None:
 def write_private(path: Path, text: str) -> None:
     """Replace ``path`` atomically with ``text``: a private (0600) temp file beside it,
     renamed over it, so a reader never sees half a file and no other user can read it."""
+    import tempfile  # deferred: ~4 ms (shutil, random), and the hook's fast path never writes
+
     make_private_dir(path.parent)
     fd, temp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
     try:

@@ -2,8 +2,9 @@
 
 The common case never gets here: ``agent_replay.entry`` answers ``hook`` from the stdlib-only
 fast path (queue the payload, make sure a drainer runs; with ``--enforce``, decide the call
-first: ``services/guard/enforce``). This module serves ``--help``, ``--sync``, and the first
-payload into a store that must be created or migrated first.
+first: ``services/guard/enforce``). This module serves ``--help``, ``--sync``, the first
+payload into a store of an older schema (migrated here first), and ``--enforce`` into a
+store that must be created or migrated first.
 """
 
 from __future__ import annotations
@@ -123,10 +124,10 @@ def command(
         with open_store(db_path(folder), create=True):
             pass
         enqueue(db_path(folder), payload, options)
-        if "db_url" in options and not sync:
-            ensure_drainer(folder)  # the server may be slow or down: never wait for it here
-        else:
+        if sync:
             drain_with_lock(folder)
+        else:
+            ensure_drainer(folder)  # the session's drainer records it; never wait for it here
     except Exception as exc:  # noqa: BLE001 - capture must never fail the harness
         log_error(folder, f"{type(exc).__name__}: {exc}")
     return 0
@@ -208,12 +209,12 @@ def _enforce_read(folder: Path, incoming: Any, options: dict[str, Any], *, plain
     if opened:
         try:
             enqueue(db_path(folder), incoming.text, queued)
-            if "db_url" in queued and not queued.get("sync"):
+            if queued.get("sync"):
+                drain_with_lock(folder)
+            else:
                 from agent_replay.services.capture.hook_inbox import ensure_drainer
 
-                ensure_drainer(folder)  # never make the harness wait for a team server
-            else:
-                drain_with_lock(folder)
+                ensure_drainer(folder)  # the session's drainer records it
         except Exception as exc:  # noqa: BLE001 - capture never changes the answer
             log_error(folder, f"{type(exc).__name__}: {exc}")
     if reply is None:

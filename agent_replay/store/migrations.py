@@ -22,7 +22,7 @@ from peewee import Database, IntegerField, SqliteDatabase, TextField
 from agent_replay.errors import StoreError
 from agent_replay.store.handles import HasDatabase, as_database
 from agent_replay.store.pragmas import PG_WRITE_LOCK, PRAGMAS
-from agent_replay.store.schema import SCHEMA_VERSION
+from agent_replay.store.schema import EARLY_INBOX, SCHEMA_VERSION
 
 _V1_TABLES = [
     """CREATE TABLE traces (
@@ -483,6 +483,20 @@ def _m0012_hook_follow(db: Database) -> None:
     )
 
 
+def _m0013_early_hook_inbox(db: Database) -> None:
+    """Payloads the hook's fast path queued while it created the store (stdlib only, before
+    any migration ran, in ``schema.EARLY_INBOX``) move into ``hook_inbox`` in arrival order,
+    in the transaction that builds the rest of the schema, so none is lost or applied twice
+    and later payloads queue behind them. A no-op on every store the fast path did not make."""
+    if not _is_sqlite(db) or not db.table_exists(EARLY_INBOX):
+        return
+    db.execute_sql(
+        "INSERT INTO hook_inbox (received_ms, payload, options) "
+        f"SELECT received_ms, payload, options FROM {EARLY_INBOX} ORDER BY id"
+    )
+    db.execute_sql(f"DROP TABLE {EARLY_INBOX}")
+
+
 MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_sessions_causality_decisions", _m0002_sessions_causality_decisions),
@@ -496,6 +510,7 @@ MIGRATIONS: list[tuple[str, Callable[[Database], None]]] = [
     ("0010_producer_ids", _m0010_producer_ids),
     ("0011_writers", _m0011_writers),
     ("0012_hook_follow", _m0012_hook_follow),
+    ("0013_early_hook_inbox", _m0013_early_hook_inbox),
 ]
 LATEST = len(MIGRATIONS)
 assert LATEST == SCHEMA_VERSION, "update store/schema.py with the new migration count"

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
+import stat
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,8 +21,10 @@ from captures import HARNESS as FIXTURES
 from probe import HOOK_HEAVY, probe
 
 from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count
+from agent_replay.services.capture.hook_inbox import queue
 from agent_replay.store.db import Store, open_store
 from agent_replay.store.queries import trace_json
+from agent_replay.store.schema import EARLY_INBOX
 from agent_replay.store.writes import execute
 
 PROMPT_EVENT = {
@@ -105,14 +111,20 @@ def test_help_exits_0_and_shows_the_registration(store_dir: Path) -> None:
 # --- recording ----------------------------------------------------------------------------
 
 
-def test_the_first_payload_creates_the_store_and_is_recorded_at_once(store_dir: Path) -> None:
+def test_the_first_payload_creates_a_private_store_and_the_drainer_records_it(
+    store_dir: Path,
+) -> None:
+    """The first hook creates the store without migrating it (the payload waits in the early
+    inbox); the drainer it starts migrates the store, and the payload is recorded."""
     assert not store_dir.exists()
-    done = run_hook(store_dir, stdin=json.dumps(PROMPT_EVENT))
+    done = run_hook(store_dir, stdin=json.dumps(PROMPT_EVENT), spawn=True)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
-    from agent_replay.store.db import open_store
-
+    assert stat.S_IMODE(store_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((store_dir / "traces.db").stat().st_mode) == 0o600
+    drain_with_lock(store_dir)  # stops the drainer (it may have recorded it already)
     with open_store(store_dir, create=False) as store:
         (trace,) = traces(store)
+        assert pending_count(store) == 0
     assert trace["input"] == PROMPT_EVENT["prompt"]
     assert trace["session_id"] == "sess-cli-1"
 
@@ -166,6 +178,118 @@ def test_the_fast_path_imports_nothing_heavy(store: Store, store_dir: Path) -> N
     drain_with_lock(store_dir)  # waits for the detached drainer
     (trace,) = traces(store)
     assert [s["name"] for s in trace["steps"]] == ["Bash"]
+
+
+# --- the session's drainer ---------------------------------------------------------------
+
+
+def _recorded(store_dir: Path, call_id: str, closed: bool) -> None:
+    """Wait (bounded) until the drainer has recorded ``call_id`` (closed, if ``closed``)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open_store(store_dir) as store:
+            row = execute(
+                store, "SELECT is_open FROM steps WHERE call_id = ?", [call_id]
+            ).fetchone()
+        if row is not None and (not closed or row[0] == 0):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{call_id} was not recorded")
+
+
+def _drainer_pid(store_dir: Path) -> int:
+    return int((store_dir / "hook-drain.lock").read_text().split()[0])
+
+
+def _gone(pid: int) -> bool:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_one_drainer_serves_a_session_and_a_killed_one_is_replaced(
+    store: Store, store_dir: Path
+) -> None:
+    """The first hook starts a detached drainer that holds none of the harness's pipes; the
+    next hook wakes the same drainer; SIGKILLed, it is replaced by the next hook's, and
+    ``drain_with_lock`` stops a running one."""
+    call = {**PROMPT_EVENT, "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    env = {**os.environ, "AGENT_REPLAY_DIR": str(store_dir)}
+    env.pop("AGENT_REPLAY_HOOK_NO_SPAWN", None)
+    read_end, write_end = os.pipe()  # a harness's extra pipe, inherited by its hook
+    os.set_inheritable(write_end, True)
+    event = {**call, "hook_event_name": "PreToolUse", "tool_use_id": "toolu_a"}
+    first = subprocess.run(
+        [sys.executable, "-m", "agent_replay", "hook"],
+        input=json.dumps(event).encode(),
+        capture_output=True,
+        env=env,
+        pass_fds=(write_end,),
+        timeout=60,
+    )
+    os.close(write_end)
+    assert (first.returncode, first.stdout, first.stderr) == (0, b"", b"")
+    ready, _, _ = select.select([read_end], [], [], 30)
+    assert ready and os.read(read_end, 1) == b""  # end of file: no drainer holds it
+    os.close(read_end)
+    _recorded(store_dir, "toolu_a", closed=False)
+    pid = _drainer_pid(store_dir)
+    post = {**event, "hook_event_name": "PostToolUse", "tool_response": "a"}
+    assert run_hook(store_dir, stdin=json.dumps(post), spawn=True).returncode == 0
+    _recorded(store_dir, "toolu_a", closed=True)
+    assert _drainer_pid(store_dir) == pid  # woken, not started again
+    os.kill(pid, signal.SIGKILL)
+    assert _gone(pid)
+    event = {**event, "tool_use_id": "toolu_b"}
+    assert run_hook(store_dir, stdin=json.dumps(event), spawn=True).returncode == 0
+    _recorded(store_dir, "toolu_b", closed=False)
+    replaced = _drainer_pid(store_dir)
+    assert replaced != pid
+    drain_with_lock(store_dir)
+    assert _gone(replaced)
+    assert [s["name"] for s in traces(store)[0]["steps"]] == ["Bash", "Bash"]
+
+
+def test_a_store_replaced_under_a_running_drainer_gets_its_payloads(store_dir: Path) -> None:
+    """The database file deleted and made afresh (``rm``, ``init``) while the session's
+    drainer holds the old one open: the next payload lands in the new file."""
+    event = {**PROMPT_EVENT, "hook_event_name": "PreToolUse", "tool_name": "Bash"}
+    event = {**event, "tool_input": {"command": "ls"}, "tool_use_id": "toolu_old"}
+    assert run_hook(store_dir, stdin=json.dumps(event), spawn=True).returncode == 0
+    _recorded(store_dir, "toolu_old", closed=False)
+    old = _drainer_pid(store_dir)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store_dir / 'traces.db'}{suffix}").unlink()
+    open_store(store_dir).close()
+    event = {**event, "tool_use_id": "toolu_new"}
+    assert run_hook(store_dir, stdin=json.dumps(event), spawn=True).returncode == 0
+    _recorded(store_dir, "toolu_new", closed=False)
+    assert _gone(old)
+    drain_with_lock(store_dir)
+
+
+def test_payloads_queued_into_a_new_store_keep_their_order_through_its_migration(
+    tmp_path: Path,
+) -> None:
+    """The fast path queues into a new store without migrating it; the first open migrates
+    it and moves those payloads, in order, ahead of any queued afterwards (migration 0013)."""
+    folder = tmp_path / "new"
+    for n in range(3):
+        assert queue(folder, json.dumps({**PROMPT_EVENT, "prompt": f"p{n}"}), {"redact": True})
+    with open_store(folder) as store:
+        assert queue(folder, json.dumps({**PROMPT_EVENT, "prompt": "p3"}), {"redact": True})
+        rows = execute(store, "SELECT payload FROM hook_inbox ORDER BY id").fetchall()
+        assert [json.loads(r[0])["prompt"] for r in rows] == ["p0", "p1", "p2", "p3"]
+        assert not store.db.table_exists(EARLY_INBOX)
+    drain_with_lock(folder)
+    with open_store(folder) as store:
+        (trace,) = traces(store)
+        assert [s["input"] for s in trace["steps"]] == ["p0", "p1", "p2", "p3"]
 
 
 # --- many hooks at once --------------------------------------------------------------------

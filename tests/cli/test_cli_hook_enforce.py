@@ -296,6 +296,7 @@ def test_the_first_payload_into_a_new_store_is_decided_and_recorded(store_dir: P
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
     from agent_replay.store.db import open_store
 
+    drain_with_lock(store_dir)  # the drainer's work: the hook never waits for it
     with open_store(store_dir, create=False) as store:
         assert [s["step_type"] for s in steps(store)] == ["tool_call"]
 

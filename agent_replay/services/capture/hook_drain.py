@@ -27,7 +27,18 @@ from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError
-from agent_replay.services.capture.hook_inbox import log_error, try_lock
+from agent_replay.paths import DB_NAME
+from agent_replay.services.capture.hook_inbox import (
+    ENV_IDLE,
+    IDLE_S,
+    LOCK_NAME,
+    NICE,
+    WAKE_NAME,
+    ensure_drainer,
+    log_error,
+    signal_drainer,
+    try_lock,
+)
 from agent_replay.store.db import DB_ERRORS, Store, mask_url
 from agent_replay.store.writes import execute
 
@@ -58,6 +69,8 @@ class DrainReport:
     """Payloads left in the inbox because their store could not be reached."""
     unreachable: dict[str, str] = field(default_factory=dict)
     """Masked URL -> the connection error, for each store that could not be reached."""
+    ended: bool = False
+    """The last payload processed ended a session (``SessionEnd``)."""
 
 
 class _Targets:
@@ -209,6 +222,11 @@ def _apply_local(
                         raise parsed
                     with store.db.atomic():  # a savepoint: a failure drops this payload only
                         _apply(store, row, clock, parsed)
+                    data = parsed[0]
+                    report.ended = isinstance(data, dict) and data.get("hook_event_name") in (
+                        "SessionEnd",
+                        "session_end",
+                    )
                 except Exception as exc:  # noqa: BLE001 - one bad payload never stops the queue
                     _report(store_dir, row[0], exc)
                 execute(store, "DELETE FROM hook_inbox WHERE id = ?", [row[0]])
@@ -307,41 +325,233 @@ def drain_with_lock(
     wait: bool = True,
     report: DrainReport | None = None,
 ) -> int:
-    """Take the drainer lock (waiting for a running drainer if ``wait``) and drain the inbox."""
+    """Take the drainer lock and drain the inbox; returns how many payloads were processed.
+
+    A running drainer is asked to stop (it would otherwise hold the lock until it idles out)
+    and waited for, unless not ``wait`` (then ``BlockingIOError``). Payloads queued while we
+    held the lock, by hooks that found it taken, get a drainer when we release it."""
     import fcntl
 
     from agent_replay.paths import db_path
     from agent_replay.store.db import open_store
 
-    fd = os.open(store_dir / "hook-drain.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    report = report if report is not None else DrainReport()
+    fd = os.open(store_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    held = True
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not wait:
+                    raise
+                signal_drainer(store_dir, b"q")  # not yet listening: starting, or stopping
+                time.sleep(0.005)
         with open_store(db_path(store_dir), create=True) as store:
-            return drain(store, clock=clock, store_dir=store_dir, report=report)
+            done = drain(store, clock=clock, store_dir=store_dir, report=report)
+            os.close(fd)
+            held = False
+            if pending_count(store) > report.stuck:
+                ensure_drainer(store_dir)
+            return done
     finally:
-        os.close(fd)
+        if held:
+            os.close(fd)
+
+
+class _Wake:
+    """The drainer's end of the wake FIFO: a reader, plus a writer of its own so the reader
+    never sees end-of-file between hooks. ``None`` from ``open`` where FIFOs can't be made
+    (then the drainer stops once the inbox is empty, and the next hook starts another)."""
+
+    def __init__(self, path: Path, reader: int, writer: int) -> None:
+        self.path, self.reader, self.writer = path, reader, writer
+
+    @classmethod
+    def open(cls, store_dir: Path) -> _Wake | None:
+        import stat
+
+        path = store_dir / WAKE_NAME
+        try:
+            try:
+                if not stat.S_ISFIFO(os.lstat(path).st_mode):
+                    path.unlink()  # not a FIFO: hooks would write to it and start no drainer
+            except FileNotFoundError:
+                pass
+            try:
+                os.mkfifo(path, 0o600)
+            except FileExistsError:
+                pass
+            reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            writer = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            os.close(reader)
+            return None
+        return cls(path, reader, writer)
+
+    def wait(self, timeout: float) -> bytes:
+        """The bytes hooks wrote, after at most ``timeout`` seconds (empty: none came)."""
+        import select
+
+        ready, _, _ = select.select([self.reader], [], [], max(timeout, 0.0))
+        if not ready:
+            return b""
+        try:
+            return os.read(self.reader, 4096)
+        except BlockingIOError:
+            return b""
+
+    def close(self) -> None:
+        os.close(self.reader)
+        os.close(self.writer)
+
+
+CHECK_S = 10.0
+"""How often an idle drainer checks that its store is still there (a deleted or replaced
+store directory must not keep a drainer alive)."""
+LINGER_S = 5.0
+"""How long a drainer waits after a payload that ended a session (``SessionEnd``) before it
+stops: other sessions on the store keep it busy, and a harness run in a script is done."""
+
+
+def _idle_s() -> float:
+    try:
+        return max(float(os.environ.get(ENV_IDLE, "")), 0.0)
+    except ValueError:
+        return IDLE_S
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file ``fd`` has open (the store was not removed)."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def serve(store: Store, store_dir: Path, fd: int) -> None:
+    """Drain, then wait for wake-ups until idle, asked to stop, or the store is gone.
+
+    Going idle: close the FIFO (hooks now find no listener and try the lock), release the
+    lock, and read the inbox once more: a payload that arrived meanwhile is taken over (the
+    lock retaken) unless another drainer took it first. Asked to stop (``drain_with_lock``
+    waits for the lock, then drains itself) or with the store gone, it just exits. With its
+    database file replaced (restored from a backup, say), it hands over to a new drainer,
+    which opens the file the hooks now write to."""
+    lock: int | None = fd
+    idle = _idle_s()
+    db_file = store_dir / DB_NAME
+    opened = _file_id(db_file)
+    while lock is not None:
+        _claim(lock)
+        wake = _Wake.open(store_dir)
+        report = DrainReport()
+        why = "idle"
+        try:
+            while True:
+                report = DrainReport()
+                drain(store, store_dir=store_dir, report=report)
+                if wake is None:
+                    break
+                why = _wait(wake, lock, store_dir, LINGER_S if report.ended else idle)
+                if why == "wake" and _file_id(db_file) != opened:
+                    why = "replaced"
+                if why != "wake":
+                    break
+        finally:
+            if wake is not None:
+                wake.close()
+        os.close(lock)
+        lock = None
+        if why == "replaced":
+            ensure_drainer(store_dir)
+            return
+        # Payloads spooled for an unreachable store stay: only newer ones count.
+        if why == "idle" and pending_count(store) > report.stuck:
+            lock = try_lock(store_dir)  # None: another drainer (or drain_with_lock) took over
+
+
+def _claim(lock: int) -> None:
+    """Write our pid into the lock file (for ``doctor``, benchmarks and tests; the lock
+    itself, not the pid, is what keeps a second drainer out)."""
+    try:
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass
+
+
+def _wait(wake: _Wake, lock: int, store_dir: Path, quiet: float) -> str:
+    """Wait for the next wake-up: ``wake``, ``stop`` (asked to, or the store is gone), or
+    ``idle`` after ``quiet`` seconds without one."""
+    began = time.monotonic()
+    while True:
+        left = quiet - (time.monotonic() - began)
+        got = wake.wait(min(left, CHECK_S))
+        if b"q" in got or not _same_file(lock, store_dir / LOCK_NAME):
+            return "stop"
+        if got:
+            return "wake"
+        if left <= CHECK_S:
+            return "idle"
+
+
+def detach(keep: int) -> None:
+    """Low priority, and no descriptor but stdio and ``keep`` (the hook that started us
+    closed the rest already where it could list them)."""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) < NICE:
+            os.setpriority(os.PRIO_PROCESS, 0, NICE)
+    except OSError:
+        pass
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+
+
+def _warm() -> None:
+    """Import what recording payloads needs before the first transaction: imported inside
+    it, the write lock would be held for the imports (~150 ms, longer at low priority) while
+    the hooks queueing payloads wait for it."""
+    from agent_replay.services.capture import (  # noqa: F401 - imported for their side effect
+        hooks,
+        hooks_claude,
+        hooks_codex,
+        hooks_gemini,
+        transcript_follow,
+    )
+    from agent_replay.services.guard import record  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The detached drainer process: drain, release, re-check, exit."""
+    """The detached drainer process: serve the store's inbox for a session, then exit."""
     parser = argparse.ArgumentParser(prog="agent-replay-hook-drain")
     parser.add_argument("store_dir", type=Path)
     parser.add_argument("--lock-fd", type=int, required=True)
     args = parser.parse_args(argv)
+    detach(args.lock_fd)
     from agent_replay.paths import db_path
     from agent_replay.store.db import open_store
 
+    _warm()
     fd: int | None = args.lock_fd
     try:
         with open_store(db_path(args.store_dir), create=True) as store:
-            while fd is not None:
-                report = DrainReport()
-                drain(store, store_dir=args.store_dir, report=report)
-                os.close(fd)  # release, then look again: a payload may have just arrived
-                fd = None
-                # Payloads spooled for an unreachable store stay: only newer ones count.
-                if pending_count(store) > report.stuck:
-                    fd = try_lock(args.store_dir)  # None: another drainer took over
+            assert fd is not None
+            serve(store, args.store_dir, fd)
+            fd = None  # serve closed it
     except Exception as exc:  # noqa: BLE001 - a detached process has nowhere else to report
         log_error(args.store_dir, f"drainer stopped: {type(exc).__name__}: {exc}")
         return 1
