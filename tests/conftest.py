@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -335,9 +336,24 @@ def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+_SQLITE_TEMPLATE: dict[str, Path] = {}
+
+
 @pytest.fixture
-def store(store_dir: Path, store_url: str | None) -> Iterator[Store]:
-    """A freshly created and migrated store: in ``store_dir``, or a PostgreSQL schema."""
+def store(
+    store_dir: Path, store_url: str | None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Store]:
+    """A freshly created and migrated store: in ``store_dir``, or a PostgreSQL schema.
+
+    On SQLite the directory is a copy of one this worker created and migrated through
+    ``ensure_database`` (files and modes as it left them): 4 ms instead of 60-100 ms of
+    migrations per test."""
+    if store_url is None and not store_dir.exists():
+        if "dir" not in _SQLITE_TEMPLATE:
+            template = tmp_path_factory.mktemp("store-template") / ".agent-replay"
+            ensure_database(template).close()
+            _SQLITE_TEMPLATE["dir"] = template
+        shutil.copytree(_SQLITE_TEMPLATE["dir"], store_dir)
     db = ensure_database(store_url or store_dir)
     yield db
     db.close()

@@ -34,6 +34,8 @@ KEEP: dict[str, str] = {
     "(no peewee), inside the hook's start-up budget",
     "agent_replay/services/guard/enforce.py": "hook --enforce's fast path: the policy read with "
     "stdlib sqlite3 only (no peewee)",
+    "agent_replay/store/schema.py": "the early inbox's frozen DDL, shared by the hook's stdlib "
+    "fast path (a new store) and migration 0013",
 }
 """Modules that keep SQL text for good (the exceptions issue 19 names)."""
 
