@@ -5,6 +5,7 @@ goes to the click CLI.
 and pydantic would triple its start-up. So ``hook`` (in capture mode) is answered here with
 ``services/capture/hook_inbox`` before any of them is imported (``hook --enforce`` too, through
 ``services/guard/enforce``); ``hook --help`` and anything unusual fall through to the full CLI.
+``list`` and ``show`` on a local store are answered by ``commands/fast_read`` the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is not None:
             if argv is None:  # the process itself: skip the interpreter's teardown
                 _exit_now(code)
+            return code
+    elif args[:1] in (["list"], ["show"]):
+        from agent_replay.commands import fast_read
+
+        code = fast_read.run(args)
+        if code is not None:
             return code
     from agent_replay.cli import main as cli_main
 

@@ -3,6 +3,7 @@ opening the store (a local directory or a PostgreSQL URL),
 plain-terminal output (escaping producer text, optional colour), and time parsing.
 
 Never imports Textual or Rich: these paths must start fast and stay importable without them.
+The output helpers live in ``_output`` (no click), for the read fast path (``fast_read``).
 """
 
 from __future__ import annotations
@@ -10,13 +11,18 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
+from agent_replay.commands._output import STATUS_COLORS as STATUS_COLORS  # re-exported
+from agent_replay.commands._output import Painter as Painter
+from agent_replay.commands._output import emit_json as emit_json
+from agent_replay.commands._output import print_table as print_table
+from agent_replay.commands._output import step_out_of_range as step_out_of_range
+from agent_replay.commands._output import use_color as use_color
 from agent_replay.display import (  # noqa: F401  (re-exported for the commands)
     fmt_cost,
     fmt_int,
@@ -173,80 +179,6 @@ def open_or_create(store_dir: Path | None) -> Any:
 # --- output --------------------------------------------------------------------------------
 
 
-def use_color(stream: IO[str] | None = None) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set."""
-    stream = stream or sys.stdout
-    return stream.isatty() and not os.environ.get("NO_COLOR")
-
-
-_ANSI = {"red": 31, "green": 32, "yellow": 33, "blue": 34, "magenta": 35, "cyan": 36, "dim": 2}
-
-
-class Painter:
-    """Wraps text in ANSI colours when enabled (our own labels only, never producer text)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    def __call__(self, text: str, color: str | None) -> str:
-        if not self.enabled or color is None:
-            return text
-        return f"\x1b[{_ANSI[color]}m{text}\x1b[0m"
-
-
-STATUS_COLORS = {
-    "completed": "green",
-    "failed": "red",
-    "timeout": "yellow",
-    "running": "cyan",
-    "forked": "magenta",
-}
-
-
-def print_table(
-    headers: list[str], rows: list[list[str]], *, right: set[int] | None = None, out: Any = None
-) -> None:
-    """Print an aligned plain-text table (cells must already be escaped)."""
-    out = out or click.echo
-    right = right or set()
-    widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], _visible_len(cell))
-
-    def line(cells: list[str]) -> str:
-        parts = []
-        for i, cell in enumerate(cells):
-            pad = widths[i] - _visible_len(cell)
-            parts.append(" " * pad + cell if i in right else cell + " " * pad)
-        return "  ".join(parts).rstrip()
-
-    out(line(headers))
-    for row in rows:
-        out(line(row))
-
-
-_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _visible_len(text: str) -> int:
-    return len(_ANSI_RE.sub("", text))
-
-
-def emit_json(value: Any) -> None:
-    """Write a JSON value to stdout (indented, UTF-8)."""
-    from agent_replay.trace.io import dumps_bytes
-
-    stream = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
-    data = dumps_bytes(value, indent=True) + b"\n"
-    if stream is not None:
-        sys.stdout.flush()
-        stream.write(data)
-        stream.flush()
-    else:  # click's test runner without a byte buffer
-        click.echo(data.decode(), nl=False)
-
-
 # --- time ----------------------------------------------------------------------------------
 
 
@@ -270,15 +202,6 @@ def parse_since(value: str | None, now: dt.datetime, option: str = "--since") ->
         ) from None
     except (OverflowError, ValueError):
         raise UsageError(f"{option} {value!r}: out of range (before year 1)") from None
-
-
-def step_out_of_range(
-    option: str, number: int, trace_id: str, span: tuple[int, int] | None
-) -> UsageError:
-    """The one usage error for a step number a trace does not have (``show``, ``why``,
-    ``fork``)."""
-    has = f"has steps {span[0]}..{span[1]}" if span else "has no steps"
-    return UsageError(f"{option} {number} is out of range: trace {trace_id} {has}")
 
 
 def split_tags(value: str | None) -> list[str]:

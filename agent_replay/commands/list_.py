@@ -35,48 +35,12 @@ def command(
       agent-replay list --status failed --since 7d
       agent-replay list --agent support-bot --sort tokens --limit 10 --json
     """
-    from agent_replay.commands._common import (
-        STATUS_COLORS,
-        Painter,
-        emit_json,
-        fmt_int,
-        fmt_ms,
-        fmt_time,
-        open_current,
-        print_table,
-        safe,
-        truncate,
-        use_color,
-    )
+    from agent_replay.commands._common import open_current
+    from agent_replay.commands.list_text import write_list
     from agent_replay.store.queries import list_traces
 
     filters = build_filter(status, agent, tag, since, session, label)
     with open_current(store_dir) as store:
         page = list_traces(store, filters, sort=sort, limit=limit)
-    if as_json:
-        emit_json([item.to_json() for item in page.items])
-        return 0
-    if not page.items:
-        click.echo("no traces match", err=True)
-        return 0
-    paint = Painter(use_color())
-    rows = []
-    for item in page.items:
-        data = item.data
-        rows.append(
-            [
-                item.id + (" ⑂" if item.is_fork else ""),
-                truncate(safe(data["agent_name"]), 32),
-                paint(data["status"], STATUS_COLORS.get(data["status"])),
-                fmt_int(item.step_count),
-                fmt_int(data["total_tokens"]),
-                fmt_ms(data["total_duration_ms"]),
-                fmt_time(data["started_at"]),
-            ]
-        )
-    print_table(
-        ["ID", "AGENT", "STATUS", "STEPS", "TOKENS", "DURATION", "STARTED"],
-        rows,
-        right={3, 4, 5},
-    )
+    write_list(page, as_json)
     return 0

@@ -11,7 +11,6 @@ sessions end with SessionEnd; ``record --leave-open``) keep their own rules. Wri
 from __future__ import annotations
 
 from agent_replay.clock import Clock
-from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store import writers
 from agent_replay.store.db import DB_ERRORS, Store
 from agent_replay.store.writes import execute
@@ -38,6 +37,10 @@ def finalize_orphans(store: Store, clock: Clock | None = None) -> list[str]:
     except DB_ERRORS:
         return []
     ended: list[str] = []
+    if not dead:
+        return ended
+    from agent_replay.services.recorder import TraceRecorder  # pydantic: only when one died
+
     recorder = TraceRecorder(store, clock=clock, lenient=True, redact=False)
     for writer in dead:
         try:

@@ -19,12 +19,10 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from peewee import (
     Database,
@@ -36,6 +34,10 @@ from peewee import (
 
 from agent_replay.errors import StoreError
 from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir
+from agent_replay.store.core import PG_WRITE_LOCK as PG_WRITE_LOCK  # re-exported
+from agent_replay.store.core import ReadOnlyStoreError as ReadOnlyStoreError
+from agent_replay.store.core import Store as Store
+from agent_replay.store.core import mask_url as mask_url
 from agent_replay.store.handles import MEMORY, as_database, memory_database
 from agent_replay.store.migrations import run_migrations
 from agent_replay.store.pragmas import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
@@ -132,129 +134,6 @@ def _port(parts: Any) -> int:
         return int(parts.port or 5432)
     except ValueError:
         return 5432
-
-
-def mask_url(url: str) -> str:
-    """``url`` with its password (if any) replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    user = quote(unquote(parts.username or ""), safe="")
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-class Store:
-    """A handle on one agent-replay store.
-
-    Attributes:
-        db: the peewee database; queries are bound to it explicitly.
-        path: the database file (``None`` for a PostgreSQL store).
-        url: the PostgreSQL URL (``None`` for a SQLite store).
-        read_only: every write is refused (``open_read_only``: a bundle opened to look at).
-    """
-
-    def __init__(
-        self,
-        db: Database,
-        path: Path | None = None,
-        *,
-        url: str | None = None,
-        read_only: bool = False,
-    ) -> None:
-        self.db = db
-        self.path = path
-        self.url = url
-        self.read_only = read_only
-
-    @property
-    def is_sqlite(self) -> bool:
-        """Whether this is a SQLite store (else PostgreSQL)."""
-        return isinstance(self.db, SqliteDatabase)
-
-    @property
-    def backend(self) -> str:
-        """``sqlite`` or ``postgresql``."""
-        return "sqlite" if self.is_sqlite else "postgresql"
-
-    @property
-    def target(self) -> str:
-        """What ``open_store`` takes to open this store again (in another process too; empty
-        for a store on a handle or in memory, which no other process can open)."""
-        if self.url is not None:
-            return self.url
-        return str(self.path) if self.path is not None else ""
-
-    @property
-    def label(self) -> str:
-        """The store for messages: its file, or its URL with the password masked."""
-        if self.url is not None:
-            return mask_url(self.url)
-        return str(self.path) if self.path is not None else "(in memory or a handle)"
-
-    @property
-    def param(self) -> str:
-        """The driver's placeholder for raw SQL (``?`` for SQLite, ``%s`` for PostgreSQL)."""
-        return str(self.db.param)
-
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        """A write transaction that takes the store's write lock up front.
-
-        SQLite: ``BEGIN IMMEDIATE``. PostgreSQL: a transaction-scoped advisory lock per store
-        (``PG_WRITE_LOCK``), taken first, so every statement after it sees what the previous
-        writer committed. Every read-then-write runs in one (next step number, pairing a
-        result with its call, closing a trace), so concurrent writers never interleave.
-        Re-entrant: nested use becomes a savepoint.
-
-        Raises:
-            ReadOnlyStoreError: the store was opened read-only.
-        """
-        if self.read_only:
-            raise ReadOnlyStoreError(self.label)
-        if self.is_sqlite:
-            if not self.db.in_transaction():
-                with self.db.atomic("IMMEDIATE"):
-                    yield
-            else:
-                with self.db.atomic():
-                    yield
-            return
-        with self.db.atomic():
-            # Re-taking a lock this transaction holds is free (advisory locks stack).
-            self.db.execute_sql(PG_WRITE_LOCK)
-            yield
-
-    def close(self) -> None:
-        """Close this thread's connection (and, on PostgreSQL, the idle pooled ones)."""
-        if not self.db.is_closed():
-            self.db.close()
-        close_all = getattr(self.db, "close_idle", None)
-        if close_all is not None:
-            close_all()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class ReadOnlyStoreError(StoreError):
-    """A write to a store opened read-only (a bundle in ``agent-replay open``)."""
-
-    def __init__(self, label: str) -> None:
-        super().__init__(
-            f"this store is open read-only ({label}): nothing can be changed here; to work on "
-            "its traces, ingest the file into your store",
-            hints=["to work on these traces, merge them into your store: agent-replay ingest FILE"],
-        )
 
 
 READ_ONLY_PRAGMAS = {

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_replay.errors import AmbiguousIdError, NotFoundError, UsageError
-from agent_replay.store.db import Store
+from agent_replay.store.core import Store
 from agent_replay.store.mapping import (
     ANNOTATION_COLUMNS,
     DECISION_COLUMNS,
@@ -26,6 +26,7 @@ from agent_replay.store.mapping import (
 )
 from agent_replay.store.writes import execute
 from agent_replay.trace.base import TRACE_STATUSES
+from agent_replay.trace.io import loads
 
 SortKey = Literal["time", "tokens", "duration", "cost"]
 SORT_COLUMNS: dict[str, str] = {
@@ -221,6 +222,81 @@ def step_dicts(
     return [step_dict(r, decisions.get(r[0]), snapshots.get(r[0])) for r in rows]
 
 
+def iter_step_dicts(
+    store: Store,
+    trace_id: str,
+    *,
+    from_step: int | None = None,
+    to_step: int | None = None,
+    page_size: int = 500,
+) -> Iterator[dict[str, Any]]:
+    """``step_dicts``, streamed a page of steps at a time (keyset on the step number), with
+    each page's decisions and snapshots: memory stays flat however long the trace (``show``)."""
+    low = from_step - 1 if from_step is not None else -(2**63)
+    while True:
+        where, params = "trace_id = ? AND step_number > ?", [trace_id, low]
+        if to_step is not None:
+            where += " AND step_number <= ?"
+            params.append(to_step)
+        sql = f"SELECT {_STEP_SELECT} FROM steps WHERE {where} ORDER BY step_number LIMIT ?"
+        rows = execute(store, sql, [*params, page_size]).fetchall()
+        if not rows:
+            return
+        marks = ", ".join("?" * len(rows))
+        ids = [r[0] for r in rows]
+        decisions = {
+            r[0]: decision_dict(r)
+            for r in execute(
+                store,
+                f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions WHERE step_id IN ({marks})",
+                ids,
+            ).fetchall()
+        }
+        snapshots = {
+            r[0]: snapshot_dict(r)
+            for r in execute(
+                store,
+                f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM snapshots WHERE step_id IN ({marks})",
+                ids,
+            ).fetchall()
+        }
+        for r in rows:
+            yield step_dict(r, decisions.get(r[0]), snapshots.get(r[0]))
+        if len(rows) < page_size:
+            return
+        low = rows[-1][2]  # step_number
+
+
+def step_metadata_with(
+    store: Store,
+    trace_id: str,
+    keys: tuple[str, ...],
+    *,
+    from_step: int | None = None,
+    to_step: int | None = None,
+) -> list[dict[str, Any]]:
+    """The metadata objects of a trace's steps that hold one of ``keys`` at the top level
+    (read from the column's text in SQL, so only those few are decoded): what ``show``'s
+    header sums before it streams the steps."""
+    where, params = "trace_id = ?", list[Any]([trace_id])
+    if from_step is not None:
+        where += " AND step_number >= ?"
+        params.append(from_step)
+    if to_step is not None:
+        where += " AND step_number <= ?"
+        params.append(to_step)
+    # A key is written as "key" in the JSON text (no escapes in these names); the test below
+    # only narrows, the decoded object decides.
+    found = " OR ".join(f"metadata LIKE '%\"{k}\"%'" for k in keys)
+    rows = execute(
+        store,
+        f"SELECT metadata FROM steps WHERE {where} AND ({found}) ORDER BY step_number",
+        params,
+    ).fetchall()
+    metas = [loads(r[0]) for r in rows if r[0] is not None]
+    return [m for m in metas if isinstance(m, dict) and any(k in m for k in keys)]
+
+
 def eval_order(store: Store) -> str:
     """``ORDER BY`` of a trace's evals: by time (untimed first), then in write order."""
     if store.is_sqlite:
@@ -272,13 +348,17 @@ def trace_json(
     *,
     from_step: int | None = None,
     to_step: int | None = None,
+    with_steps: bool = True,
 ) -> dict[str, Any]:
     """A full trace object (steps, decisions, snapshots, evals, annotations) as the format's
     JSON object. A step window (``from_step``/``to_step``) keeps the annotations of the steps
-    in it and those of the whole run."""
+    in it and those of the whole run. ``with_steps=False`` leaves the ``steps`` key out (a
+    reader that streams them: ``iter_step_dicts``)."""
     row = _trace_row(store, trace_id)
     tags = _tags_for(store, [trace_id])[trace_id]
-    steps = step_dicts(store, trace_id, from_step=from_step, to_step=to_step)
+    steps = (
+        step_dicts(store, trace_id, from_step=from_step, to_step=to_step) if with_steps else None
+    )
     annotations = annotation_dicts(store, trace_id)
     if from_step is not None or to_step is not None:
         low, high = from_step or 1, to_step if to_step is not None else float("inf")

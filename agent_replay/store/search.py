@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_replay.store.db import Store
+from agent_replay.store.core import Store
 from agent_replay.store.writes import execute
 
 _WORD = re.compile(r"[^\W_]+")

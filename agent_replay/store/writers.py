@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass
 from functools import cache
 
-from agent_replay.store.db import Store
+from agent_replay.store.core import Store
 from agent_replay.store.writes import execute
 
 

@@ -15,9 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import peewee
-
-from agent_replay.store.db import Store
+from agent_replay.store.core import Store
 from agent_replay.store.mapping import (
     ANNOTATION_COLUMNS,
     DECISION_COLUMNS,
@@ -78,6 +76,8 @@ def insert_ignore_many(store: Store, table: str, columns: Sequence[str], rows: l
 def _pg_insert_values(
     store: Store, table: str, columns: Sequence[str], rows: list[Any], suffix: str
 ) -> None:
+    import peewee  # deferred: a local reader (list, show) imports no driver
+
     names = ", ".join(quote(c) for c in columns)
     group = "(" + ", ".join(["%s"] * len(columns)) + ")"
     per = max(1, min(_PG_MAX_ROWS, _PG_MAX_PARAMS // max(1, len(columns))))

@@ -1,0 +1,183 @@
+"""The ``Store`` handle and what it needs, without a database driver: opening a store is
+``store.db``'s (peewee, and psycopg2 for a server), but a reader that only runs SQL on a local
+file (``list``, ``show``: ``commands/fast_read``) holds a ``Store`` over a plain ``sqlite3``
+connection (``SqliteReader``) and imports neither.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from agent_replay.errors import StoreError
+
+# The write lock: one advisory lock per store (per schema), held to the end of the transaction.
+PG_WRITE_LOCK = (
+    "SELECT pg_advisory_xact_lock(hashtextextended('agent-replay:' || current_schema(), 0))"
+)
+
+
+class SqliteReader:
+    """A read-only stand-in for peewee's database on a local file: ``execute_sql``, ``param``,
+    ``close``. Its connection refuses writes (``query_only``); a ``Store`` over it is
+    read-only, so ``Store.write`` refuses before any SQL runs."""
+
+    param = "?"
+
+    def __init__(self, file: Path, busy_timeout_s: float) -> None:
+        self._conn: sqlite3.Connection | None = sqlite3.connect(
+            str(file), timeout=busy_timeout_s, isolation_level=None
+        )
+        self._conn.execute("PRAGMA query_only = 1")
+
+    def execute_sql(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        if self._conn is None:
+            raise StoreError("the store is closed")
+        return self._conn.execute(sql, params)
+
+    def in_transaction(self) -> bool:
+        return self._conn is not None and self._conn.in_transaction
+
+    def is_closed(self) -> bool:
+        return self._conn is None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _is_sqlite(db: Any) -> bool:
+    if isinstance(db, SqliteReader):
+        return True
+    peewee = sys.modules.get("peewee")  # a peewee database means peewee is imported
+    return peewee is not None and isinstance(db, peewee.SqliteDatabase)
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user = quote(unquote(parts.username or ""), safe="")
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class Store:
+    """A handle on one agent-replay store.
+
+    Attributes:
+        db: the peewee database (or a ``SqliteReader``); queries run on it explicitly.
+        path: the database file (``None`` for a PostgreSQL store).
+        url: the PostgreSQL URL (``None`` for a SQLite store).
+        read_only: every write is refused (``open_read_only``: a bundle opened to look at).
+    """
+
+    def __init__(
+        self,
+        db: Any,
+        path: Path | None = None,
+        *,
+        url: str | None = None,
+        read_only: bool = False,
+    ) -> None:
+        self.db = db
+        self.path = path
+        self.url = url
+        self.read_only = read_only
+        self._sqlite = _is_sqlite(db)
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether this is a SQLite store (else PostgreSQL)."""
+        return self._sqlite
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return "sqlite" if self.is_sqlite else "postgresql"
+
+    @property
+    def target(self) -> str:
+        """What ``open_store`` takes to open this store again (in another process too; empty
+        for a store on a handle or in memory, which no other process can open)."""
+        if self.url is not None:
+            return self.url
+        return str(self.path) if self.path is not None else ""
+
+    @property
+    def label(self) -> str:
+        """The store for messages: its file, or its URL with the password masked."""
+        if self.url is not None:
+            return mask_url(self.url)
+        return str(self.path) if self.path is not None else "(in memory or a handle)"
+
+    @property
+    def param(self) -> str:
+        """The driver's placeholder for raw SQL (``?`` for SQLite, ``%s`` for PostgreSQL)."""
+        return str(self.db.param)
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """A write transaction that takes the store's write lock up front.
+
+        SQLite: ``BEGIN IMMEDIATE``. PostgreSQL: a transaction-scoped advisory lock per store
+        (``PG_WRITE_LOCK``), taken first, so every statement after it sees what the previous
+        writer committed. Every read-then-write runs in one (next step number, pairing a
+        result with its call, closing a trace), so concurrent writers never interleave.
+        Re-entrant: nested use becomes a savepoint.
+
+        Raises:
+            ReadOnlyStoreError: the store was opened read-only.
+        """
+        if self.read_only:
+            raise ReadOnlyStoreError(self.label)
+        if self.is_sqlite:
+            if not self.db.in_transaction():
+                with self.db.atomic("IMMEDIATE"):
+                    yield
+            else:
+                with self.db.atomic():
+                    yield
+            return
+        with self.db.atomic():
+            # Re-taking a lock this transaction holds is free (advisory locks stack).
+            self.db.execute_sql(PG_WRITE_LOCK)
+            yield
+
+    def close(self) -> None:
+        """Close this thread's connection (and, on PostgreSQL, the idle pooled ones)."""
+        if not self.db.is_closed():
+            self.db.close()
+        close_all = getattr(self.db, "close_idle", None)
+        if close_all is not None:
+            close_all()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ReadOnlyStoreError(StoreError):
+    """A write to a store opened read-only (a bundle in ``agent-replay open``)."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(
+            f"this store is open read-only ({label}): nothing can be changed here; to work on "
+            "its traces, ingest the file into your store",
+            hints=["to work on these traces, merge them into your store: agent-replay ingest FILE"],
+        )
