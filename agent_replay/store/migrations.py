@@ -292,27 +292,47 @@ def _sqlite_search_index(db: Database) -> None:
     rebuild_search_index(db)
 
 
-def catch_up_search_index(db: Database) -> int:
+def catch_up_search_index(db: Database, limit: int | None = None) -> int:
     """Fold ``search_queue`` into the FTS5 tables (SQLite; run inside a write transaction):
     remove what each queued row had indexed, index what it holds now. Returns the rows
-    re-indexed (0, after one cheap read, when the index is current)."""
+    re-indexed (0, after one cheap read, when the index is current). ``limit``: fold at most
+    that many queued rows (a bounded step of upkeep inside a writer's own transaction: see
+    ``services/ingest``); the rest stay queued."""
     if db.execute_sql("SELECT 1 FROM search_queue LIMIT 1").fetchone() is None:
         return 0
+    picked = ""
+    if limit is not None:
+        db.execute_sql(
+            "CREATE TEMP TABLE IF NOT EXISTS search_pick "
+            "(kind TEXT NOT NULL, ref INTEGER NOT NULL, PRIMARY KEY (kind, ref)) WITHOUT ROWID"
+        )
+        db.execute_sql("DELETE FROM temp.search_pick")
+        db.execute_sql(
+            "INSERT INTO temp.search_pick SELECT kind, ref FROM search_queue LIMIT ?",
+            (max(0, int(limit)),),
+        )
+        picked = " AND (q.kind, q.ref) IN (SELECT kind, ref FROM temp.search_pick)"
     done = 0
     for fts, (table, name, body, _) in _SEARCH_SOURCES.items():
         kind = fts[0]
         db.execute_sql(
             f"INSERT INTO {fts} ({fts}, rowid, name, body) "
-            f"SELECT 'delete', ref, old_name, old_body FROM search_queue "
-            f"WHERE kind = '{kind}' AND old_body IS NOT NULL"
+            f"SELECT 'delete', q.ref, q.old_name, q.old_body FROM search_queue q "
+            f"WHERE q.kind = '{kind}' AND q.old_body IS NOT NULL{picked}"
         )
         cursor = db.execute_sql(
             f"INSERT INTO {fts} (rowid, name, body) "
             f"SELECT r.rowid, {_row_values('r', name, body)} FROM search_queue q "
-            f"JOIN {table} r ON r.rowid = q.ref WHERE q.kind = '{kind}'"
+            f"JOIN {table} r ON r.rowid = q.ref WHERE q.kind = '{kind}'{picked}"
         )
         done += max(0, int(cursor.rowcount or 0))
-    db.execute_sql("DELETE FROM search_queue")
+    if limit is None:
+        db.execute_sql("DELETE FROM search_queue")
+    else:
+        db.execute_sql(
+            "DELETE FROM search_queue WHERE (kind, ref) IN (SELECT kind, ref FROM temp.search_pick)"
+        )
+        db.execute_sql("DELETE FROM temp.search_pick")
     return done
 
 
