@@ -335,7 +335,8 @@ class ReplayScreen(TraceScreen):
         if state is not None:
             text.append(f"  ·  {fmt_int(state.tokens)} tokens", style="dim")
             text.append(f"  ·  {fmt_ms(state.elapsed_ms)} recorded", style="dim")
-        self.query_one("#replay-status", Static).update(text)
+        # One line of fixed height: no layout pass (a pass re-renders the whole screen).
+        self.query_one("#replay-status", Static).update(text, layout=False)
 
     # --- actions ----------------------------------------------------------------------
 

@@ -156,6 +156,9 @@ class ReplayState(Vertical):
         super().__init__(id=id, classes=classes)
         self.end: PlayheadState | None = None
         """The state at the end of the run, for the "of" figures."""
+        self._panes: dict[str, tuple[int, bool] | None] = {}
+        """What each snapshot pane shows (the part's step, fresh or not): a move that
+        changes none repaints none of them (each repaint is a layout pass)."""
 
     def compose(self) -> ComposeResult:
         current = Static("", id="replay-current", classes="replay-state--box")
@@ -181,8 +184,12 @@ class ReplayState(Vertical):
         self.query_one("#replay-totals", Static).update(totals_text(state, end))
         current = state.current["step_number"] if state.current else None
         for name in SNAPSHOT_FIELDS:
-            pane = self.query_one(f"#pane-{_kebab(name)}", VerticalScroll)
             part = state.snapshot.get(name)
+            shown = None if part is None else (part.step_number, part.step_number == current)
+            if name in self._panes and self._panes[name] == shown:
+                continue
+            self._panes[name] = shown
+            pane = self.query_one(f"#pane-{_kebab(name)}", VerticalScroll)
             body = self.query_one(f"#snapshot-{_kebab(name)}", Static)
             if part is None:
                 pane.border_title = PANE_TITLES[name]

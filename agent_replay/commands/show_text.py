@@ -13,6 +13,8 @@ from typing import Any
 
 from agent_replay.commands._output import STATUS_COLORS, Painter, step_out_of_range, use_color
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, preview, safe, truncate
+from agent_replay.services.outcome import outcome_note
+from agent_replay.services.proxy.rerun import replay_mark
 from agent_replay.store.core import Store
 
 PRICING_KEYS = ("cost_source", "cost_missing")
@@ -199,9 +201,6 @@ class _Renderer:
         add("")
 
     def _step_line(self, s: dict[str, Any], indent: str = "") -> str:
-        from agent_replay.services.outcome import outcome_note
-        from agent_replay.services.proxy.rerun import replay_mark
-
         p = self.paint
         icon = STEP_ICONS.get(s["step_type"], "•")
         name = truncate(safe(s["name"] or ""), 40)
