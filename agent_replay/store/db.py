@@ -245,9 +245,35 @@ def _open_handle(target: str | sqlite3.Connection | Database, *, migrate: bool) 
     return store
 
 
+def enable_psycopg2() -> None:
+    """Give peewee the psycopg2 driver its start-up skipped (``agent_replay.store``), as its
+    own import would have set it up; without psycopg2 installed, peewee still says so when it
+    connects (``ImproperlyConfigured``)."""
+    import peewee
+
+    if peewee.psycopg2 is not None:  # type: ignore[attr-defined]
+        return
+    try:
+        import psycopg2
+        from psycopg2 import extensions
+        from psycopg2.extras import Json, register_uuid
+    except ImportError:
+        return
+    register_uuid()  # type: ignore[no-untyped-call]
+    peewee.psycopg2 = psycopg2  # type: ignore[attr-defined]
+    peewee.pg_extensions = extensions  # type: ignore[attr-defined]
+    peewee.Json_pg2 = Json  # type: ignore[attr-defined]
+    adapter = peewee.Psycopg2Adapter
+    adapter.txn_idle = extensions.TRANSACTION_STATUS_IDLE
+    adapter.txn_inerror = extensions.TRANSACTION_STATUS_INERROR
+    adapter.txn_unknown = extensions.TRANSACTION_STATUS_UNKNOWN
+
+
 def _pg_database(parsed: PgUrl, *, thread_safe: bool = True) -> Database:
-    # deferred: the pool module is only needed for server stores
+    # deferred: the pool module (and the driver) are only needed for server stores
     from playhouse.pool import PooledPostgresqlDatabase
+
+    enable_psycopg2()
 
     database: Database = PooledPostgresqlDatabase(
         parsed.dsn,

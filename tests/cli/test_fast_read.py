@@ -87,3 +87,13 @@ def test_a_store_to_migrate_or_missing_goes_to_the_cli(tmp_path: Path) -> None:
 def test_a_server_store_goes_to_the_cli(seeded: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_REPLAY_DB_URL", "postgresql://nobody@127.0.0.1:1/none")
     assert fast_read.run(["list"]) is None
+
+
+def test_a_local_store_opened_in_full_loads_no_driver(seeded: Path) -> None:
+    """peewee's start-up imports no driver (psycopg2 brings ssl): the full CLI on a local store
+    (here ``export``, no fast path) leaves them out; a PostgreSQL store loads psycopg2 when
+    it is opened (the PG variants of the store tests)."""
+    result = probe(
+        argv=["export", "--format", "json"], banned=("psycopg2", "ssl"), store_dir=seeded
+    )
+    assert (result.code, result.loaded) == (0, []), result.stderr
