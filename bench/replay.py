@@ -12,7 +12,8 @@ Each measurement runs in a fresh subprocess driven by Textual's pilot, headless 
 - baseline: a bare Textual app whose key handler updates one Static (a counter), timed the same
   way: what a key and a repaint cost Textual itself on this machine now.
 
-Printed: the medians, the ratio to the baseline, and the goal. The store is built once (with
+Printed: the medians (wall, and the process's CPU time, which a loaded machine disturbs
+less), the ratio to the baseline, and the goal. The store is built once (with
 the library, from the same generator as ``bench/list.py``) and cached.
 
     .venv/bin/python bench/replay.py [--runs 3]
@@ -58,19 +59,24 @@ async def main():
     app = Bare()
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause()
-        times = []
+        times, cpu = [], []
         for _ in range(KEYS):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             await pilot.press("right")
             await pilot.pause()
             times.append(time.perf_counter() - t)
-        jumps = []
+            cpu.append(time.process_time() - c)
+        jumps, jump_cpu = [], []
         for _ in range(JUMPS):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             await pilot.press("g", "2", "5", "0", "0", "enter")
             await pilot.pause()
             jumps.append(time.perf_counter() - t)
-    print(json.dumps({"step": statistics.median(times), "jump": statistics.median(jumps)}))
+            jump_cpu.append(time.process_time() - c)
+    print(json.dumps({
+        "step": statistics.median(times), "jump": statistics.median(jumps),
+        "step_cpu": statistics.median(cpu), "jump_cpu": statistics.median(jump_cpu),
+    }))
 
 import asyncio
 asyncio.run(main())
@@ -98,10 +104,13 @@ async def main():
             await pilot.pause(0.01)
         await pilot.pause()
 
+        cpu = []
+
         async def press(*keys):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             await pilot.press(*keys)
             await pilot.pause()
+            cpu.append((len(keys), time.process_time() - c))
             return time.perf_counter() - t
 
         first = [await press("right") for _ in range(KEYS)]
@@ -120,6 +129,8 @@ async def main():
         "step_first": statistics.median(first), "step_last": statistics.median(last),
         "step_max": max(first + last), "jump": statistics.median(jumps),
         "jump_max": max(jumps),
+        "step_cpu": statistics.median(c for n, c in cpu if n == 1),
+        "jump_cpu": statistics.median(c for n, c in cpu if n > 1),
     }))
 
 import asyncio
@@ -191,6 +202,8 @@ def main() -> int:
         ("slowest step of any run", max(r["step_max"] for r in ours) * 1000, b_step, None),
         ("jump (g, number, Enter)", med(ours, "jump"), b_jump, 100.0),
         ("slowest jump of any run", max(r["jump_max"] for r in ours) * 1000, b_jump, None),
+        ("CPU of a step (process time)", med(ours, "step_cpu"), med(base, "step_cpu"), None),
+        ("CPU of a jump (process time)", med(ours, "jump_cpu"), med(base, "jump_cpu"), None),
     ]
     print(f"\nmedians of {args.runs} runs x {args.keys} keys / {args.jumps} jumps, 120x36 headless")
     print(f"{'figure':<36}{'ours':>9}{'bare app':>10}{'ratio':>8}  goal")
