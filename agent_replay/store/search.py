@@ -197,13 +197,14 @@ def _hits_sql(store: Store, within: int = 0) -> str:
         marks = ", ".join(["?"] * within)
         step_in, trace_in = f" AND s.trace_id IN ({marks})", f" AND t.id IN ({marks})"
     if store.is_sqlite:
+        steps, traces = "steps_fts JOIN steps s", "traces_fts JOIN traces t"
         return (
             f"SELECT s.trace_id AS trace_id, s.step_number AS step_number, "
             f"-bm25(steps_fts, {_STEP_WEIGHT}, {_BODY_WEIGHT}) AS score "
-            f"FROM steps_fts JOIN steps s ON s.rowid = steps_fts.rowid "
+            f"FROM {steps} ON s.rowid = steps_fts.rowid "
             f"WHERE steps_fts MATCH ?{step_in} "
             f"UNION ALL SELECT t.id, NULL, -bm25(traces_fts, {_STEP_WEIGHT}, {_BODY_WEIGHT}) "
-            f"FROM traces_fts JOIN traces t ON t.rowid = traces_fts.rowid "
+            f"FROM {traces} ON t.rowid = traces_fts.rowid "
             f"WHERE traces_fts MATCH ?{trace_in}"
         )
     return (
@@ -248,22 +249,29 @@ def search(
     if filters.text:
         filters = TraceFilter(**{**filters.__dict__, "text": None})
     where, params = where_sql(store, filters)
-    ranked = execute(
-        store,
-        f"SELECT h.trace_id, MAX(h.score), COUNT(*) FROM ({_hits_sql(store)}) h "
-        f"JOIN traces t ON t.id = h.trace_id WHERE {where} "
-        "GROUP BY h.trace_id ORDER BY MAX(h.score) DESC, COUNT(*) DESC, h.trace_id LIMIT ?",
-        [*_hits_params(store, query), *params, limit],
-    ).fetchall()
+    if store.is_sqlite:
+        ranked, rows = _rank_sqlite(store, query, where, params, limit)
+    else:
+        ranked = execute(
+            store,
+            f"SELECT h.trace_id, MAX(h.score), COUNT(*) FROM ({_hits_sql(store)}) h "
+            f"JOIN traces t ON t.id = h.trace_id WHERE {where} "
+            "GROUP BY h.trace_id ORDER BY MAX(h.score) DESC, COUNT(*) DESC, h.trace_id LIMIT ?",
+            [*_hits_params(store, query), *params, limit],
+        ).fetchall()
+        rows = []
+        if ranked:
+            chosen = [str(r[0]) for r in ranked]
+            sql, hit_params = _hits_sql(store, len(chosen)), _hits_params(store, query, chosen)
+            rows = execute(store, sql, hit_params).fetchall()
     if not ranked:
         return []
     ids = [str(r[0]) for r in ranked]
     by_id = {s.id: s for s in summaries(store, ids)}
     hits: dict[str, list[tuple[int | None, float]]] = {tid: [] for tid in ids}
-    for trace_id, number, score in execute(
-        store, _hits_sql(store, len(ids)), _hits_params(store, query, ids)
-    ).fetchall():
-        hits[trace_id].append((None if number is None else int(number), float(score)))
+    for trace_id, number, score in rows:
+        if trace_id in hits:
+            hits[trace_id].append((None if number is None else int(number), float(score)))
     results = []
     for trace_id, best, count in ranked:
         top = sorted(hits[trace_id], key=lambda h: (-h[1], h[0] or 0))[:per_trace]
@@ -276,6 +284,120 @@ def search(
             )
         )
     return results
+
+
+def _rank_sqlite(
+    store: Store, query: str, where: str, params: list[Any], limit: int
+) -> tuple[list[tuple[str, float, int]], list[tuple[str, int | None, float]]]:
+    """The best ``limit`` traces passing ``where`` as ``(id, best score, matches)``, ordered
+    as the ranking query orders them (best score, then matches, then id), and every hit of
+    those traces as ``(trace_id, step_number, score)``.
+
+    Every match's score comes from the FTS5 tables alone (``bm25`` over the index: no row is
+    read per match); a trace's best score is its best hit, so walking the hits best first
+    meets the best traces first (and every trace tied with the last one taken), reading only
+    their rows. A common word matching a million steps costs one pass over the index, not a
+    million row reads (as a join of every match to its row did)."""
+    scores: dict[tuple[str, int], float] = {}
+    for kind, fts in (("s", "steps_fts"), ("t", "traces_fts")):
+        cursor = execute(
+            store,
+            f"SELECT rowid, -bm25({fts}, {_STEP_WEIGHT}, {_BODY_WEIGHT}) FROM {fts} "
+            f"WHERE {fts} MATCH ?",
+            [query],
+        )
+        for rowid, score in cursor.fetchall():
+            scores[(kind, int(rowid))] = float(score)
+    order = sorted(scores, key=scores.__getitem__, reverse=True)
+    chosen: dict[str, float] = {}
+    boundary: float | None = None
+    step = max(200, limit * 20)
+    for start in range(0, len(order), step):
+        chunk = order[start : start + step]
+        owner = _hit_traces(store, chunk)
+        passing = _passing(store, list(dict.fromkeys(owner.values())), where, params)
+        done = False
+        for hit in chunk:
+            trace_id, score = owner.get(hit), scores[hit]
+            if trace_id is None or trace_id not in passing or trace_id in chosen:
+                continue
+            if boundary is not None and score < boundary:
+                done = True
+                break
+            chosen[trace_id] = score
+            if len(chosen) >= limit and boundary is None:
+                boundary = score  # keep the traces tied with the last one taken
+        if done:
+            break
+    if not chosen:
+        return [], []
+    rows = _hits_of(store, list(chosen), scores)
+    best: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for trace_id, _, score in rows:
+        best[trace_id] = max(best.get(trace_id, score), score)
+        count[trace_id] = count.get(trace_id, 0) + 1
+    ranked = sorted(best, key=lambda t: (-best[t], -count[t], t))[:limit]
+    return [(t, best[t], count[t]) for t in ranked], rows
+
+
+def _hits_of(
+    store: Store, trace_ids: list[str], scores: dict[tuple[str, int], float]
+) -> list[tuple[str, int | None, float]]:
+    """Every hit of these traces (their steps' and their own rows found in ``scores``)."""
+    rows: list[tuple[str, int | None, float]] = []
+    for start in range(0, len(trace_ids), 500):
+        chunk = trace_ids[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        for rowid, trace_id, number in execute(
+            store,
+            f"SELECT rowid, trace_id, step_number FROM steps WHERE trace_id IN ({marks})",
+            chunk,
+        ).fetchall():
+            score = scores.get(("s", int(rowid)))
+            if score is not None:
+                rows.append((str(trace_id), int(number), score))
+        for rowid, trace_id in execute(
+            store, f"SELECT rowid, id FROM traces WHERE id IN ({marks})", chunk
+        ).fetchall():
+            score = scores.get(("t", int(rowid)))
+            if score is not None:
+                rows.append((str(trace_id), None, score))
+    return rows
+
+
+def _hit_traces(store: Store, hits: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """The trace id of each hit ``(kind, rowid)``: a step's trace, or the trace itself."""
+    out: dict[tuple[str, int], str] = {}
+    for kind, table, column in (("s", "steps", "trace_id"), ("t", "traces", "id")):
+        rowids = [r for k, r in hits if k == kind]
+        for start in range(0, len(rowids), 500):
+            chunk = rowids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for rowid, trace_id in execute(
+                store, f"SELECT rowid, {column} FROM {table} WHERE rowid IN ({marks})", chunk
+            ).fetchall():
+                out[(kind, int(rowid))] = str(trace_id)
+    return out
+
+
+def _passing(store: Store, trace_ids: list[str], where: str, params: list[Any]) -> set[str]:
+    """Which of these traces pass the filter (``where`` on ``traces t``)."""
+    if where == "1 = 1":
+        return set(trace_ids)
+    out: set[str] = set()
+    for start in range(0, len(trace_ids), 500):
+        chunk = trace_ids[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        out.update(
+            str(r[0])
+            for r in execute(
+                store,
+                f"SELECT t.id FROM traces t WHERE t.id IN ({marks}) AND {where}",
+                [*chunk, *params],
+            ).fetchall()
+        )
+    return out
 
 
 def _matches(
