@@ -10,14 +10,14 @@ peewee's own start-up, and ``store.db`` hands peewee psycopg2 when a PostgreSQL 
 from __future__ import annotations
 
 import sys
-from importlib.abc import MetaPathFinder
 from typing import Any
 
 _DRIVERS = frozenset({"psycopg2", "psycopg2cffi", "psycopg", "pymysql", "MySQLdb"})
 
 
-class _LazyDrivers(MetaPathFinder):
-    """Fails the driver imports peewee tries while its module is still initializing."""
+class _LazyDrivers:
+    """Fails the driver imports peewee tries while its module is still initializing (a
+    meta-path finder; no ``importlib.abc`` base, which the hook's fast path would import)."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name.partition(".")[0] not in _DRIVERS:
