@@ -16,6 +16,8 @@ _CONTROL_KEEP_LINES = {k: v for k, v in _CONTROL.items() if k not in (0x0A, 0x09
 def safe(text: Any, *, multiline: bool = False) -> str:
     """Producer text made safe for a terminal: control characters shown as ``\\xNN``."""
     value = text if isinstance(text, str) else str(text)
+    if value.isprintable():  # no control character (all are non-printable): nothing to do
+        return value
     return value.translate(_CONTROL_KEEP_LINES if multiline else _CONTROL)
 
 
