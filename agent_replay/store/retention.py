@@ -154,6 +154,11 @@ def reclaim_space(store: Store, *, full: bool = False) -> Reclaimed:
         except DB_ERRORS:  # not the tables' owner: autovacuum will do it
             return Reclaimed("none")
         return Reclaimed("vacuum_analyze")
+    from agent_replay.store.search import catch_up
+
+    # A deleted row that was indexed waits in the search queue with its old text (the
+    # contentless index deletes by replaying it): fold the queue first, so that space is free.
+    catch_up(store)
     before = file_bytes(store)
 
     def pragma(name: str) -> int:
