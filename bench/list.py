@@ -434,7 +434,8 @@ for line in sys.stdin:
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - began
     print(json.dumps([wall, size[0], usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status),
-                      err[0].decode(errors="replace")[-2000:]]), flush=True)
+                      err[0].decode(errors="replace")[-2000:],
+                      usage.ru_utime + usage.ru_stime]), flush=True)
 """
 
 
@@ -453,17 +454,21 @@ class Spawner:
         )
 
     def run(self, cmd: list[str], env: dict[str, str]) -> tuple[float, int, float]:
-        """Wall seconds, stdout bytes and peak RSS (MB) of one run of ``cmd``."""
+        """Wall seconds, stdout bytes and peak RSS (MB) of one run of ``cmd`` (its CPU
+        seconds, user + system, go to ``LAST_CPU``)."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps([cmd, env]) + "\n")
         self.proc.stdin.flush()
-        wall, size, rss, code, err = json.loads(self.proc.stdout.readline())
+        wall, size, rss, code, err, cpu = json.loads(self.proc.stdout.readline())
         if code != 0:
             sys.exit(f"command failed ({code}): {cmd}\n{err}")
+        LAST_CPU[0] = float(cpu)
         return float(wall), int(size), float(rss)
 
 
 SPAWN: Spawner | None = None
+LAST_CPU = [0.0]
+"""The CPU seconds of the last command ``timed`` ran."""
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int, float]:
@@ -594,6 +599,7 @@ def main() -> int:
     out_bytes = {key: timed(cmd, env)[1] for key, cmd in commands.items()}
     samples: dict[str, list[float]] = {key: [] for key in commands}
     rss: dict[str, list[float]] = {key: [] for key in commands}
+    cpu: dict[str, list[float]] = {key: [] for key in commands}
     keys = list(commands)
     print(f"timing {len(keys)} commands x {args.runs} runs (rotating order)…", flush=True)
     for run in range(args.runs):
@@ -602,6 +608,7 @@ def main() -> int:
             wall, _, peak = timed(commands[key], env)
             samples[key].append(wall * 1000)
             rss[key].append(peak)
+            cpu[key].append(LAST_CPU[0] * 1000)
 
     med = {key: statistics.median(values) for key, values in samples.items()}
     start_ms = med["start"]
@@ -617,7 +624,7 @@ def main() -> int:
     width = max(len(label) for label, *_ in cases) + 2
     header = (
         f"{'command':<{width}}{'ours':>8}{'stdlib':>8}{'ratio':>7}{'/start':>8}  "
-        f"{'ours min-max':>13}  {'out KB':>7}  {'RSS MB':>6} {'stdlib':>6}  goal"
+        f"{'ours min-max':>13}  {'out KB':>7}  {'RSS MB':>6} {'stdlib':>6}  {'CPU ratio':>9}  goal"
     )
     print(header)
     print("-" * (len(header) + 24))
@@ -640,19 +647,25 @@ def main() -> int:
             if not ok:
                 missed.append(label)
         per_start = ours_ms / start_ms
+        cpu_ratio = statistics.median(cpu[f"ours {label}"]) / statistics.median(
+            cpu[f"base {label}"]
+        )
         out_kb = out_bytes[f"ours {label}"] / 1e3
         print(
             f"{label:<{width}}{ours_ms:>8.1f}{base_ms:>8.1f}{ratio:>6.2f}x{per_start:>7.2f}x"
             f"  {min(spread):>6.0f}-{max(spread):<6.0f}  {out_kb:>7.1f}"
             f"  {statistics.median(rss[f'ours {label}']):>6.0f}"
             f" {statistics.median(rss[f'base {label}']):>6.0f}"
+            f"  {cpu_ratio:>8.2f}x"
             f"  {'; '.join(verdicts) or '-'}"
         )
     print()
     print(
         "ours = agent-replay CLI process; stdlib = python -c doing the same SQL and printing "
         "the rows;\nratio = ours/stdlib; /start = ours/bare interpreter start; RSS = median "
-        "peak resident memory of each process (wait4)."
+        "peak resident memory of each process (wait4);\nCPU ratio = median user+system CPU "
+        "of ours / of stdlib (less disturbed by a loaded machine than wall time; the goals "
+        "are on wall time)."
     )
     if missed:
         print(f"MISSED: {', '.join(dict.fromkeys(missed))}")
