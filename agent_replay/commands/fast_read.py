@@ -126,7 +126,7 @@ def _list(options: dict[str, Any]) -> int | None:
         since_ms = None
         if since is not None:
             from agent_replay.clock import SystemClock
-            from agent_replay.services.query import since_ms as parse_since
+            from agent_replay.services.filter_language import since_ms as parse_since
 
             since_ms = parse_since(since, SystemClock().now())
         label = (options.get("--label") or "").strip() or None
