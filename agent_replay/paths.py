@@ -66,7 +66,6 @@ def write_private(path: Path, text: str) -> None:
     import tempfile  # deferred: ~4 ms (shutil, random), and the hook's fast path never writes
 
     make_private_dir(path.parent)
-    import tempfile  # deferred: readers (list, show) start without it
 
     fd, temp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
     try:

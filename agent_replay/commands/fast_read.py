@@ -95,13 +95,14 @@ def _open(store_dir: str | None) -> Any:
     it: missing, an older schema to migrate, or a running trace whose writer died here)."""
     from agent_replay.paths import db_path, resolve_dir
     from agent_replay.store.core import SqliteReader, Store
+    from agent_replay.store.pragmas import BUSY_TIMEOUT_S
     from agent_replay.store.schema import SCHEMA_VERSION
     from agent_replay.store.writers import dead_writers
 
     file = db_path(resolve_dir(store_dir))
     if not file.is_file() or file.stat().st_size == 0:
         return None
-    reader = SqliteReader(file, busy_timeout_s=15.0)
+    reader = SqliteReader(file, busy_timeout_s=BUSY_TIMEOUT_S)
     store = Store(reader, Path(file), read_only=True)
     try:
         version = reader.execute_sql("PRAGMA user_version").fetchone()[0]

@@ -15,11 +15,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from agent_replay.errors import StoreError
-
-# The write lock: one advisory lock per store (per schema), held to the end of the transaction.
-PG_WRITE_LOCK = (
-    "SELECT pg_advisory_xact_lock(hashtextextended('agent-replay:' || current_schema(), 0))"
-)
+from agent_replay.store.pragmas import PG_WRITE_LOCK
 
 
 class SqliteReader:

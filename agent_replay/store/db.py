@@ -34,8 +34,7 @@ from peewee import (
 
 from agent_replay.errors import StoreError
 from agent_replay.paths import DB_NAME, ENV_DB_URL, make_private_dir
-from agent_replay.store.core import PG_WRITE_LOCK as PG_WRITE_LOCK  # re-exported
-from agent_replay.store.core import ReadOnlyStoreError as ReadOnlyStoreError
+from agent_replay.store.core import ReadOnlyStoreError as ReadOnlyStoreError  # re-exported
 from agent_replay.store.core import Store as Store
 from agent_replay.store.core import mask_url as mask_url
 from agent_replay.store.handles import MEMORY, as_database, memory_database
@@ -260,13 +259,15 @@ def enable_psycopg2() -> None:
     except ImportError:
         return
     register_uuid()  # type: ignore[no-untyped-call]
-    peewee.psycopg2 = psycopg2  # type: ignore[attr-defined]
-    peewee.pg_extensions = extensions  # type: ignore[attr-defined]
-    peewee.Json_pg2 = Json  # type: ignore[attr-defined]
-    adapter = peewee.Psycopg2Adapter
-    adapter.txn_idle = extensions.TRANSACTION_STATUS_IDLE
-    adapter.txn_inerror = extensions.TRANSACTION_STATUS_INERROR
-    adapter.txn_unknown = extensions.TRANSACTION_STATUS_UNKNOWN
+    # The names peewee's own import binds (4.x; 3.x binds the first two), then 4.x's adapter
+    # constants, which its class body read from the driver.
+    for name, value in (("psycopg2", psycopg2), ("pg_extensions", extensions), ("Json_pg2", Json)):
+        setattr(peewee, name, value)
+    adapter = getattr(peewee, "Psycopg2Adapter", None)
+    if adapter is not None:
+        adapter.txn_idle = extensions.TRANSACTION_STATUS_IDLE
+        adapter.txn_inerror = extensions.TRANSACTION_STATUS_INERROR
+        adapter.txn_unknown = extensions.TRANSACTION_STATUS_UNKNOWN
 
 
 def _pg_database(parsed: PgUrl, *, thread_safe: bool = True) -> Database:
