@@ -36,6 +36,10 @@ KEEP: dict[str, str] = {
     "stdlib sqlite3 only (no peewee)",
     "agent_replay/store/schema.py": "the early inbox's frozen DDL, shared by the hook's stdlib "
     "fast path (a new store) and migration 0013",
+    "agent_replay/commands/fast_read.py": "list/show's fast path (issue 17): stdlib sqlite3 only "
+    "(no peewee); its one statement reads the schema version (PRAGMA user_version)",
+    "agent_replay/store/core.py": "SqliteReader, the fast path's peewee-free connection: its "
+    "one statement makes it read-only (PRAGMA query_only)",
 }
 """Modules that keep SQL text for good (the exceptions issue 19 names)."""
 
