@@ -171,7 +171,14 @@ class DayBar:
 
 
 class DailyChart(PlotChart):
-    """Stacked bars per day: the traces that did not fail, and the failed ones on top."""
+    """Stacked bars per day: the traces that did not fail, and the failed ones on top.
+
+    The day labels under the x axis are written by the chart, not by plotext: plotext drops and
+    shifts crowded tick labels in an order that depends on the process's hash seed, so the same
+    data drew different labels from run to run. plotext draws the tick marks (with blank labels,
+    which keeps the label row); each label is then centred under its mark, right to left so
+    today's always shows, leaving out any that would touch its neighbour.
+    """
 
     def __init__(
         self,
@@ -183,6 +190,7 @@ class DailyChart(PlotChart):
         super().__init__(empty_text, id=id, classes=classes)
         self.days: list[DayBar] = []
         """One entry per day, oldest first."""
+        self._tick_labels: list[str] = []
 
     @property
     def has_data(self) -> bool:
@@ -193,6 +201,12 @@ class DailyChart(PlotChart):
         self.days = list(days)
         self.set_class(not self.has_data, "-no-data")
         self.refresh()
+
+    def render(self) -> RenderResult:
+        drawn = super().render()
+        if not self.has_data or not isinstance(drawn, Text):
+            return drawn
+        return label_ticks(drawn, self._tick_labels)
 
     def draw(self, width: int, height: int) -> None:
         count = len(self.days)
@@ -208,10 +222,39 @@ class DailyChart(PlotChart):
         plot_width = max(width - len(str(top)) - 3, 6)
         every = max(1, math.ceil(count * 6 / plot_width))
         ticks = positions[::-1][::every][::-1]
-        plt.xticks([float(p) for p in ticks], [self.days[p - 1].label for p in ticks])
-        # Room for half a tick label past the last bar, or plotext drops that label.
+        self._tick_labels = [self.days[p - 1].label for p in ticks]
+        plt.xticks([float(p) for p in ticks], [" "] * len(ticks))
+        # Room for half a tick label past the last bar, or the label would not fit.
         pad = max(0.6, 3 * count / plot_width)
         plt.xlim(1 - pad, count + pad)
+
+
+def label_ticks(drawn: Text, labels: Sequence[str]) -> Text:
+    """``drawn`` (a plotext figure whose x ticks have blank labels) with ``labels`` written in
+    its last row, each centred under its tick mark (``┬`` on the axis row above).
+
+    Labels are placed right to left; one that would touch the label on its right is left out.
+    When the marks can't be matched to the labels (plotext merged two), the figure is returned
+    with no labels rather than wrong ones.
+    """
+    lines = drawn.split("\n", allow_blank=True)
+    axis = next((i for i in range(len(lines) - 1, -1, -1) if "└" in lines[i].plain), None)
+    if axis is None or axis + 1 >= len(lines):
+        return drawn
+    marks = [col for col, char in enumerate(lines[axis].plain) if char == "┬"]
+    if len(marks) != len(labels):
+        return drawn
+    width = lines[axis + 1].cell_len
+    row = [" "] * width
+    limit = width  # a label placed next (further left) must end before this column
+    for col, label in zip(reversed(marks), reversed(labels), strict=True):
+        start = min(max(col - len(label) // 2, 0), width - len(label))
+        if start < 0 or start + len(label) > limit:
+            continue
+        row[start : start + len(label)] = label
+        limit = start - 1
+    lines[axis + 1] = Text("".join(row))
+    return Text("\n").join(lines)
 
 
 def _int_ticks(top: int) -> tuple[list[float], list[str]]:

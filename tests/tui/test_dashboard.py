@@ -252,3 +252,18 @@ async def test_c_breaks_the_cost_down_by_model_then_by_day(seeded_store, tui) ->
         await pilot.press("c")
         assert panel.border_title == "Cost by day"
         assert len(chart.bars) == data.days
+
+
+def test_day_labels_sit_under_their_tick_marks() -> None:
+    """The per-day chart writes its own x labels, centred under plotext's tick marks, keeping
+    the rightmost (today) and leaving out one that would touch its neighbour."""
+    from rich.text import Text
+
+    from agent_replay.widgets.charts import label_ticks
+
+    axis = " └──┬────┬──┬──────┬┘"
+    drawn = Text(f"5┤ █\n{axis}\n" + " " * len(axis))
+    out = label_ticks(drawn, ["05-28", "05-29", "05-30", "05-31"]).plain.splitlines()
+    assert out[1] == axis
+    # 05-31 is pushed left to fit; 05-29 would touch 05-30.
+    assert out[2] == "  05-28   05-30 05-31"

@@ -56,14 +56,7 @@ def _diff() -> Any:
     return DiffScreen(GOOD, REGRESSED)
 
 
-# The dashboard's per-day chart (plotext) places its 80-column tick labels differently from
-# run to run, so the narrow dashboard is left out until the chart draws deterministically.
-CASES = [
-    (name, size)
-    for name in SCREENS
-    for size in (WIDE, NARROW)
-    if not (name == "dashboard" and size == NARROW)
-]
+CASES = [(name, size) for name in SCREENS for size in (WIDE, NARROW)]
 
 
 @pytest.mark.parametrize(("name", "size"), CASES, ids=[f"{name}-{w}x{h}" for name, (w, h) in CASES])
