@@ -231,7 +231,9 @@ class DashboardScreen(BaseScreen):
         evals.can_focus = False
         self.query_one("#empty-state").display = False
         self.query_one("#dashboard-body").loading = True
-        self.agents_table.focus()
+        # set_focus, not focus(): focus() is deferred (app.call_later) and could land after
+        # an empty store's DataLoaded has hidden the tables, leaving a hidden table focused.
+        self.set_focus(self.agents_table)
         if self.refresh_seconds:
             self._timer = self.set_interval(self.refresh_seconds, self._tick)
         self.reload()
@@ -313,7 +315,7 @@ class DashboardScreen(BaseScreen):
             self.set_focus(None)  # the tables are hidden: their keys would be dead
             return
         if self.focused is None:
-            self.agents_table.focus()
+            self.set_focus(self.agents_table)
         self._show_totals(data)
         self._show_charts(data)
         self._show_tables(data)

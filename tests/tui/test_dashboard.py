@@ -225,10 +225,8 @@ def test_snapshot_empty_store(empty_store, tui, snap_compare) -> None:
             if pilot.app.screen.query_one("#empty-state").display:
                 break
             await pilot.pause(0.01)
-        # Known race (left open): a hidden table sometimes takes focus back after the empty
-        # state is shown, and its key shows in the footer; the look is snapshotted as meant.
-        pilot.app.screen.set_focus(None)
         await pilot.pause()
+        assert pilot.app.screen.focused is None
 
     app = tui(empty_store, initial_mode="dashboard")
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
