@@ -20,7 +20,7 @@ from textual.worker import Worker, WorkerState
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.messages import OpenTraces, StoreChanged
 from agent_replay.store.db import Store
-from agent_replay.store.live import LiveFilter
+from agent_replay.store.live import ChangeSignal, LiveFilter
 
 THEME = "textual-dark"
 
@@ -129,8 +129,7 @@ class AgentReplayApp(App[int]):
         """Seconds between checks for changes made by other processes (``None``: never)."""
         self.store_version = 0
         """How many changes to the store the app has seen (``StoreChanged``)."""
-        self._data_version: int | None = None
-        self._watcher: Store | None = None
+        self._watcher: ChangeSignal | None = None
         self.theme = THEME
 
     def on_mount(self) -> None:
@@ -151,28 +150,22 @@ class AgentReplayApp(App[int]):
         self.switch_mode(self.initial_mode)
         if self.initial_trace:
             self.open_trace(self.initial_trace)
-        if self.refresh_interval and self.store.is_sqlite and self.store.path is not None:
+        if self.refresh_interval and (self.store.path is not None or not self.store.is_sqlite):
             self.set_interval(self.refresh_interval, self.check_store)
 
     def check_store(self) -> None:
-        """Ask whether another connection committed since the last check (cheap: one
-        ``PRAGMA data_version`` on the watcher's own connection, in a worker)."""
+        """Ask whether another connection committed since the last check, in a worker
+        (cheap: ``store.live.ChangeSignal``, one pragma on SQLite, one WAL position on
+        PostgreSQL when idle); the first check takes the baseline."""
         if not any(w.group == "store-watch" and not w.is_finished for w in self.workers):
             self._check_store()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="store-watch")
     def _check_store(self) -> None:
-        from agent_replay.store.db import shared_connection
-        from agent_replay.store.live import data_version
-
         if self._watcher is None:
-            self._watcher = shared_connection(self.store)
-        version = data_version(self._watcher)
-        if version is not None and version != self._data_version:
-            first = self._data_version is None
-            self._data_version = version
-            if not first:
-                self.call_from_thread(self._store_changed)
+            self._watcher = ChangeSignal(self.store)
+        if self._watcher.changed():
+            self.call_from_thread(self._store_changed)
 
     def _store_changed(self) -> None:
         self.store_version += 1

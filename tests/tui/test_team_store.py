@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 from tuikit import CLOCK, SIZE, settle
 
 from agent_replay.services.demo import load_demo
+from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
 
 pytestmark = pytest.mark.both_backends
@@ -40,3 +41,27 @@ async def test_a_timeline_opens(store: Store, tui: Any) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert type(app.screen).__name__ == "TimelineScreen"
+
+
+async def test_the_trace_list_refreshes_when_another_connection_writes(
+    store: Store, tui: Any
+) -> None:
+    """Auto-refresh on both backends (SQLite's data_version; PostgreSQL's WAL position and
+    table fingerprint): a trace committed by another connection is listed and marked new."""
+    load_demo(store, CLOCK)
+    app = tui(store, refresh_interval=None)  # the test drives the poll
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.check_store()  # the baseline
+        await settle(pilot)
+        app.check_store()  # nothing written since: no refresh
+        await settle(pilot)
+        assert app.store_version == 0
+        trace = {"id": "trc_teammate", "agent_name": "teammate", "status": "running"}
+        with store.db.connection_context():
+            ingest_trace(store, {**trace, "started_at": "2026-06-01T11:59:00Z"}, clock=CLOCK)
+        app.check_store()
+        await settle(pilot)
+        assert app.store_version == 1
+        assert _ids(app)[0] == "trc_teammate"
+        assert "1 new ↑" in str(app.screen.query_one("#list-status", Static).render())
