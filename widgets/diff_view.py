@@ -23,21 +23,17 @@ from typing import Any, ClassVar, Literal
 
 from rich.style import Style
 from rich.text import Text
-from textual import events
-from textual.binding import Binding, BindingType
-from textual.cache import LRUCache
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
-from textual.geometry import Region, Size
 from textual.message import Message
-from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, preview, safe
 from agent_replay.services.diff import FieldDiff, StepPair, TraceDiff
 from agent_replay.services.outcome import NOT_RERUN_LABEL, is_not_rerun, outcome_note
+from agent_replay.widgets.cursor_lines import CursorLines, cursor_bindings
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
 RowKind = Literal["matched", "changed", "inserted", "deleted"]
@@ -53,9 +49,6 @@ KIND_COLORS: dict[str, str] = {
 """The marker's colour per kind (Textual colours, usable in TCSS and ``Content`` styles)."""
 TRACE_ICON = "◎"
 """The glyph of the trace-level lines (input, outcome)."""
-
-STRIP_CACHE_SIZE = 256
-"""Rendered lines kept: a few screens' worth, whatever the number of pairs."""
 
 _TYPE_WIDTH = 11  # len("guard_check")
 _DELTA_WIDTH = 8
@@ -205,27 +198,15 @@ def change_style(value: float | None) -> str:
 # --- the view ---------------------------------------------------------------------------------
 
 
-class DiffView(ScrollView, can_focus=True):
-    """The aligned pairs of two traces, A on the left and B on the right, with a cursor.
+class DiffView(CursorLines):
+    """The aligned pairs of two traces, A on the left and B on the right, with a cursor
+    (``CursorLines``).
 
     Moving the cursor (keys or a click) posts ``DiffView.RowHighlighted``.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "cursor_up", "Up", id="diff-up", tooltip="Previous pair", show=False),
-        Binding("down,j", "cursor_down", "Down", id="diff-down", tooltip="Next pair", show=False),
-        Binding("pageup", "page_up", "Page up", id="diff-page-up", tooltip="A page up", show=False),
-        Binding(
-            "pagedown",
-            "page_down",
-            "Page down",
-            id="diff-page-down",
-            tooltip="A page down",
-            show=False,
-        ),
-        Binding("home", "first", "First", id="diff-first", tooltip="First pair", show=False),
-        Binding("end", "last", "Last", id="diff-last", tooltip="Last pair", show=False),
-    ]
+    COMPONENT_PREFIX = "diff-view"
+    BINDINGS: ClassVar[list[BindingType]] = cursor_bindings("diff", "pair", vim=True)
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "diff-view--header",
@@ -274,9 +255,6 @@ class DiffView(ScrollView, can_focus=True):
         + "    }\n"
     )
 
-    cursor: reactive[int] = reactive(0, init=False)
-    """Index of the highlighted line."""
-
     @dataclass
     class RowHighlighted(Message):
         """The cursor moved to a line."""
@@ -302,9 +280,6 @@ class DiffView(ScrollView, can_focus=True):
         self._rows: list[DiffRow] = []
         self._titles = ("A", "B")
         self._number_width = 1
-        self.strip_cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(STRIP_CACHE_SIZE)
-        """Rendered lines by (row index, width, cursor state); bounded, whatever the length."""
-        self._header: tuple[int, Strip] | None = None
 
     # --- data -------------------------------------------------------------------------
 
@@ -332,18 +307,14 @@ class DiffView(ScrollView, can_focus=True):
             if side is not None and side.number is not None
         ]
         self._number_width = max(1, len(str(max(numbers, default=0))))
-        self._clear_caches()
-        self.virtual_size = Size(0, len(self._rows) + 1)  # + the fixed header line
-        self.set_reactive(DiffView.cursor, self.validate_cursor(select))
-        self.refresh()
-        self._after_cursor_moved()
+        self.show_lines(select)
         # once laid out with its new height: the cursor a third of the way down, with the
         # lines before it in view
         self.call_after_refresh(self._show_cursor_with_context)
 
     def _show_cursor_with_context(self) -> None:
-        if self.cursor >= self._page_rows:
-            self.scroll_to(y=self.cursor - self._page_rows // 3, animate=False)
+        if self.cursor >= self.page_rows:
+            self.scroll_to(y=self.cursor - self.page_rows // 3, animate=False)
 
     def next_difference(self, step: int = 1) -> bool:
         """Move to the next (``step=-1``: previous) line that is not ``matched``."""
@@ -355,83 +326,17 @@ class DiffView(ScrollView, can_focus=True):
             index += step
         return False
 
-    # --- cursor -----------------------------------------------------------------------
-
-    def validate_cursor(self, value: int) -> int:
-        return max(0, min(value, len(self._rows) - 1))
-
-    def watch_cursor(self, old: int, new: int) -> None:
-        self._refresh_row(old)
-        self._refresh_row(new)
-        self._after_cursor_moved()
-
-    def _after_cursor_moved(self) -> None:
-        self._scroll_cursor_into_view()
-        if self._rows:
-            self.post_message(self.RowHighlighted(self.cursor, self._rows[self.cursor], self))
+    # --- cursor and rendering (CursorLines) --------------------------------------------
 
     @property
-    def _page_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)
+    def line_count(self) -> int:
+        return len(self._rows)
 
-    def _scroll_cursor_into_view(self) -> None:
-        top = self.scroll_offset.y
-        if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False)
-        elif self.cursor >= top + self._page_rows:
-            self.scroll_to(y=self.cursor - self._page_rows + 1, animate=False)
-
-    def _refresh_row(self, index: int) -> None:
-        y = index - self.scroll_offset.y + 1
-        self.refresh(Region(0, y, self.size.width, 1))
-
-    def on_resize(self) -> None:
-        self._scroll_cursor_into_view()
-
-    def on_focus(self) -> None:
-        self._refresh_row(self.cursor)
-
-    def on_blur(self) -> None:
-        self._refresh_row(self.cursor)
-
-    def action_cursor_up(self) -> None:
-        self.cursor -= 1
-
-    def action_cursor_down(self) -> None:
-        self.cursor += 1
-
-    def action_page_up(self) -> None:
-        self.cursor -= self._page_rows
-
-    def action_page_down(self) -> None:
-        self.cursor += self._page_rows
-
-    def action_first(self) -> None:
-        self.cursor = 0
-
-    def action_last(self) -> None:
-        self.cursor = len(self._rows) - 1
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None or offset.y == 0:
-            return
-        index = self.scroll_offset.y + offset.y - 1
-        if 0 <= index < len(self._rows):
-            self.cursor = index
-
-    # --- rendering --------------------------------------------------------------------
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._clear_caches()
-
-    def _clear_caches(self) -> None:
-        self.strip_cache.clear()
-        self._header = None
+    def cursor_moved(self) -> None:
+        self.post_message(self.RowHighlighted(self.cursor, self._rows[self.cursor], self))
 
     def _style(self, name: str, *, partial: bool = True) -> Style:
-        return self.get_component_rich_style(f"diff-view--{name}", partial=partial)
+        return self.component_style(name, partial=partial)
 
     def _widths(self, width: int) -> tuple[int, int, bool]:
         """The widths of the A side and the B side, and whether the type label fits."""
@@ -441,28 +346,7 @@ class DiffView(ScrollView, can_focus=True):
         with_type = left - fixed - _TYPE_WIDTH - 1 >= _MIN_NAME_WIDTH
         return left, sides - left, with_type
 
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        if y == 0:
-            return self._header_strip(width)
-        index = self.scroll_offset.y + y - 1
-        if not 0 <= index < len(self._rows):
-            return Strip.blank(width, self.rich_style)
-        cursor_state = 0 if index != self.cursor else (2 if self.has_focus else 1)
-        key = (index, width, cursor_state)
-        strip = self.strip_cache.get(key)
-        if strip is None:
-            strip = self._render_row(self._rows[index], width, cursor_state > 0)
-            self.strip_cache[key] = strip
-        return strip
-
-    def _to_strip(self, text: Text, width: int) -> Strip:
-        segments = list(text.render(self.app.console))
-        return Strip(segments).crop_extend(0, width, self.rich_style).simplify()
-
-    def _header_strip(self, width: int) -> Strip:
-        if self._header is not None and self._header[0] == width:
-            return self._header[1]
+    def render_header(self, width: int) -> Text:
         left, right, _ = self._widths(width)
         style = self._style("header")
         text = Text(no_wrap=True, end="")
@@ -477,11 +361,10 @@ class DiffView(ScrollView, can_focus=True):
             if label == "A":
                 text.append("   ", style)
         text.append(" " + "ΔTOKENS".rjust(_DELTA_WIDTH) + " " + "ΔTIME".rjust(_DELTA_WIDTH), style)
-        strip = self._to_strip(text, width)
-        self._header = (width, strip)
-        return strip
+        return text
 
-    def _render_row(self, row: DiffRow, width: int, is_cursor: bool) -> Strip:
+    def render_row(self, index: int, width: int, is_cursor: bool) -> Strip:
+        row = self._rows[index]
         left, right, with_type = self._widths(width)
         text = Text(no_wrap=True, end="")
         text.append_text(self._side(row, row.a, left, with_type, "deleted"))
@@ -495,7 +378,7 @@ class DiffView(ScrollView, can_focus=True):
         )
         if is_cursor:
             text.stylize(self._style("cursor"))
-        return self._to_strip(text, width)
+        return self.to_strip(text, width)
 
     def _change_style(self, value: float | None) -> Style:
         if not value:

@@ -148,8 +148,9 @@ class LiveSteps(StepTimeline):
 
     # --- rendering --------------------------------------------------------------------
 
-    def _render_row(self, row: StepRow, width: int, is_cursor: bool) -> Strip:
-        strip = super()._render_row(row, width, is_cursor)
+    def render_row(self, index: int, width: int, is_cursor: bool) -> Strip:
+        strip = super().render_row(index, width, is_cursor)
+        row = self.rows[index]
         if is_cursor or not isinstance(row, LiveStepRow):
             return strip
         tint = None

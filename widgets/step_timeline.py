@@ -1,9 +1,9 @@
 """``StepTimeline``: the steps of a trace as a virtual, cursor-driven list (Line API).
 
-A trace may have tens of thousands of steps, so this is a ``ScrollView`` that renders only the
-visible lines (toolong's ``LogLines`` idea): each line is built on demand from a small
-``StepRow`` and kept in a bounded LRU cache of ``Strip``s. The first line is a fixed column
-header. Producer text (step names) arrives already escaped (``StepRow.from_step``) and is
+A trace may have tens of thousands of steps, so this is a ``CursorLines`` (the Line-API base it
+shares with ``DiffView``) that renders only the visible lines: each line is built on demand
+from a small ``StepRow`` and cached by the base. The first line is a fixed column header.
+Producer text (step names) arrives already escaped (``StepRow.from_step``) and is
 appended as plain text, never parsed as markup. A guard check that blocked its action (an
 attempt stopped by ``hook --enforce``, say) gets a warning tint and a ``⊘`` marker.
 
@@ -19,19 +19,15 @@ from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
-from textual import events
 from textual.binding import Binding, BindingType
-from textual.cache import LRUCache
-from textual.geometry import Region, Size
 from textual.message import Message
-from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from agent_replay.display import fmt_int, fmt_ms, safe
 from agent_replay.services.guard.verdict import is_blocked
 from agent_replay.services.outcome import is_not_rerun
 from agent_replay.services.summary import step_summary
+from agent_replay.widgets.cursor_lines import CursorLines, cursor_bindings
 
 STEP_ICONS: dict[str, str] = {
     "thought": "∴",
@@ -59,9 +55,6 @@ STEP_COLORS: dict[str, str] = {
 
 MAX_INDENT = 6
 """Nesting levels shown as indentation (deeper steps line up with the sixth)."""
-
-STRIP_CACHE_SIZE = 256
-"""Rendered lines kept: a few screens' worth, whatever the trace's length."""
 
 _TYPE_WIDTH = 11  # len("guard_check"), the longest step type
 _BAR_WIDTH = 10
@@ -183,26 +176,15 @@ def duration_bar(duration_ms: float | None, longest_ms: float, width: int) -> st
     return bar.ljust(width)
 
 
-class StepTimeline(ScrollView, can_focus=True):
-    """The steps of one trace, one per line, with a cursor.
+class StepTimeline(CursorLines):
+    """The steps of one trace, one per line, with a cursor (``CursorLines``).
 
     Moving the cursor (keys or a click) posts ``StepTimeline.StepSelected``.
     """
 
+    COMPONENT_PREFIX = "step-timeline"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor_up", "Up", id="step-up", tooltip="Previous step", show=False),
-        Binding("down", "cursor_down", "Down", id="step-down", tooltip="Next step", show=False),
-        Binding("pageup", "page_up", "Page up", id="step-page-up", tooltip="A page up", show=False),
-        Binding(
-            "pagedown",
-            "page_down",
-            "Page down",
-            id="step-page-down",
-            tooltip="A page down",
-            show=False,
-        ),
-        Binding("home", "first", "First", id="step-first", tooltip="First step", show=False),
-        Binding("end", "last", "Last", id="step-last", tooltip="Last step", show=False),
+        *cursor_bindings("step", "step"),
         Binding(
             "z",
             "toggle_nest",
@@ -258,9 +240,6 @@ class StepTimeline(ScrollView, can_focus=True):
         + "    }\n"
     )
 
-    cursor: reactive[int] = reactive(0, init=False)
-    """Index (not step number) of the selected row."""
-
     @dataclass
     class StepSelected(Message):
         """The cursor moved to a step."""
@@ -289,9 +268,6 @@ class StepTimeline(ScrollView, can_focus=True):
         """Steps whose nested steps are folded away."""
         self._longest_ms = 0.0
         self._number_width = 1
-        self.strip_cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(STRIP_CACHE_SIZE)
-        """Rendered lines by (row index, width, cursor state); bounded, whatever the length."""
-        self._header: tuple[int, Strip] | None = None
 
     # --- data -------------------------------------------------------------------------
 
@@ -310,12 +286,11 @@ class StepTimeline(ScrollView, can_focus=True):
         self._all_rows = list(rows)
         self._show_visible()
         index = self._index_of(select) if select is not None else None
-        self.set_reactive(StepTimeline.cursor, index or 0)
-        self.refresh()
-        self._after_cursor_moved()
+        self.show_lines(index or 0)
 
     def _show_visible(self) -> None:
-        """Recompute the visible rows: those with no folded step above them."""
+        """Recompute the visible rows: those with no folded step above them (the caller
+        then tells the base: ``show_lines`` or ``rows_changed``)."""
         if self.folded_steps:
             hidden: set[int] = set()
             rows = []
@@ -333,8 +308,6 @@ class StepTimeline(ScrollView, can_focus=True):
         durations = [row.duration_ms or 0.0 for row in self._rows]
         self._longest_ms = max(durations, default=0.0)
         self._number_width = max(1, len(str(max(self._numbers, default=0))))
-        self._clear_caches()
-        self.virtual_size = Size(0, len(self._rows) + 1)  # + the fixed header line
 
     def action_toggle_nest(self) -> None:
         """Fold the selected step's nested steps (or the fold it sits in), or unfold them."""
@@ -346,9 +319,7 @@ class StepTimeline(ScrollView, can_focus=True):
             return
         self.folded_steps ^= {target}
         self._show_visible()
-        self.set_reactive(StepTimeline.cursor, self._index_of(target) or 0)
-        self.refresh()
-        self._after_cursor_moved()
+        self.show_lines(self._index_of(target) or 0)
 
     def select_step(self, number: int) -> bool:
         """Move the cursor to step ``number`` (unfolding what hides it); ``False`` if the
@@ -357,7 +328,7 @@ class StepTimeline(ScrollView, can_focus=True):
         if index is None and self.folded_steps:
             self.folded_steps.clear()
             self._show_visible()
-            self.refresh()
+            self.rows_changed()
             index = self._index_of(number)
         if index is None:
             return False
@@ -370,84 +341,17 @@ class StepTimeline(ScrollView, can_focus=True):
             return index
         return None
 
-    # --- cursor -----------------------------------------------------------------------
-
-    def validate_cursor(self, value: int) -> int:
-        return max(0, min(value, len(self._rows) - 1))
-
-    def watch_cursor(self, old: int, new: int) -> None:
-        self._refresh_row(old)
-        self._refresh_row(new)
-        self._after_cursor_moved()
-
-    def _after_cursor_moved(self) -> None:
-        self._scroll_cursor_into_view()
-        if self._rows:
-            self.post_message(self.StepSelected(self._rows[self.cursor].number, self))
+    # --- cursor and rendering (CursorLines) --------------------------------------------
 
     @property
-    def _page_rows(self) -> int:
-        """Rows visible below the header."""
-        return max(1, self.scrollable_content_region.height - 1)
+    def line_count(self) -> int:
+        return len(self._rows)
 
-    def _scroll_cursor_into_view(self) -> None:
-        top = self.scroll_offset.y
-        if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False)
-        elif self.cursor >= top + self._page_rows:
-            self.scroll_to(y=self.cursor - self._page_rows + 1, animate=False)
-
-    def _refresh_row(self, index: int) -> None:
-        y = index - self.scroll_offset.y + 1
-        self.refresh(Region(0, y, self.size.width, 1))
-
-    def on_resize(self) -> None:
-        self._scroll_cursor_into_view()
-
-    def on_focus(self) -> None:
-        self._refresh_row(self.cursor)
-
-    def on_blur(self) -> None:
-        self._refresh_row(self.cursor)
-
-    def action_cursor_up(self) -> None:
-        self.cursor -= 1
-
-    def action_cursor_down(self) -> None:
-        self.cursor += 1
-
-    def action_page_up(self) -> None:
-        self.cursor -= self._page_rows
-
-    def action_page_down(self) -> None:
-        self.cursor += self._page_rows
-
-    def action_first(self) -> None:
-        self.cursor = 0
-
-    def action_last(self) -> None:
-        self.cursor = len(self._rows) - 1
-
-    def on_click(self, event: events.Click) -> None:
-        offset = event.get_content_offset(self)
-        if offset is None or offset.y == 0:
-            return
-        index = self.scroll_offset.y + offset.y - 1
-        if 0 <= index < len(self._rows):
-            self.cursor = index
-
-    # --- rendering --------------------------------------------------------------------
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._clear_caches()
-
-    def _clear_caches(self) -> None:
-        self.strip_cache.clear()
-        self._header = None
+    def cursor_moved(self) -> None:
+        self.post_message(self.StepSelected(self._rows[self.cursor].number, self))
 
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"step-timeline--{name}", partial=True)
+        return self.component_style(name)
 
     def _name_width(self, width: int, with_type: bool, with_bar: bool = True) -> int:
         # " 12 ⚙ tool_call   NAME… █████▌     218ms   1,186 ": one space between columns
@@ -465,29 +369,7 @@ class StepTimeline(ScrollView, can_focus=True):
         with_bar = with_type or self._name_width(width, False) >= _MIN_NAME_WIDTH
         return with_type, with_bar, self._name_width(width, with_type, with_bar)
 
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        if y == 0:
-            return self._header_strip(width)
-        index = self.scroll_offset.y + y - 1
-        if not 0 <= index < len(self._rows):
-            return Strip.blank(width, self.rich_style)
-        cursor_state = 0 if index != self.cursor else (2 if self.has_focus else 1)
-        key = (index, width, cursor_state)
-        strip = self.strip_cache.get(key)
-        if strip is None:
-            strip = self._render_row(self._rows[index], width, cursor_state > 0)
-            self.strip_cache[key] = strip
-        return strip
-
-    def _to_strip(self, text: Text, width: int) -> Strip:
-        base = self.rich_style
-        segments = list(text.render(self.app.console))
-        return Strip(segments).crop_extend(0, width, base).simplify()
-
-    def _header_strip(self, width: int) -> Strip:
-        if self._header is not None and self._header[0] == width:
-            return self._header[1]
+    def render_header(self, width: int) -> Text:
         with_type, with_bar, name_width = self._layout(width)
         style = self._style("header")
         text = Text(no_wrap=True, end="")
@@ -500,15 +382,12 @@ class StepTimeline(ScrollView, can_focus=True):
         bar = _BAR_WIDTH + 1 if with_bar else 0
         text.append("DURATION".rjust(bar + _DURATION_WIDTH) + " ", style)
         text.append("TOKENS".rjust(_TOKENS_WIDTH) + " ", style)
-        strip = self._to_strip(text, width)
-        self._header = (width, strip)
-        return strip
+        return text
 
-    def _render_row(self, row: StepRow, width: int, is_cursor: bool) -> Strip:
+    def render_row(self, index: int, width: int, is_cursor: bool) -> Strip:
+        row = self._rows[index]
         with_type, with_bar, name_width = self._layout(width)
-        type_style = self.get_component_rich_style(
-            f"step-timeline--{row.step_type}", partial=True, default=Style()
-        )
+        type_style = self._style(row.step_type)
         text = Text(no_wrap=True, end="")
         text.append(" " + str(row.number).rjust(self._number_width) + " ", self._style("number"))
         text.append(STEP_ICONS.get(row.step_type, "·") + " ", type_style)
@@ -531,7 +410,7 @@ class StepTimeline(ScrollView, can_focus=True):
         text.append(tokens.rjust(_TOKENS_WIDTH) + " ")
         if is_cursor:
             text.stylize(self._style("cursor"))
-        strip = self._to_strip(text, width)
+        strip = self.to_strip(text, width)
         if row.blocked and not is_cursor:
             # A base style: cells with a background of their own (the bar track) keep it.
             tint = self.get_component_rich_style("step-timeline--blocked-row").bgcolor

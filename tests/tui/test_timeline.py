@@ -17,8 +17,9 @@ from agent_replay.screens.timeline import JumpToStepModal, TimelineScreen
 from agent_replay.screens.trace_list import TraceListScreen
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
+from agent_replay.widgets.cursor_lines import STRIP_CACHE_SIZE
 from agent_replay.widgets.step_detail import FOLD_LINES, StepDetail
-from agent_replay.widgets.step_timeline import STRIP_CACHE_SIZE, StepTimeline
+from agent_replay.widgets.step_timeline import StepTimeline
 
 TOOLCHAIN = "trc_demo2toolchain"
 TOOLCHAIN_NAMES = [
