@@ -269,6 +269,9 @@ class StepDetail(VerticalScroll):
     StepDetail {
         background: $surface;
         padding: 0 1;
+        /* The scrollbar's room is kept: a step taller than the pane after a shorter one
+           would otherwise narrow every section, re-wrap it and lay the screen out again. */
+        scrollbar-gutter: stable;
         &:focus { background-tint: $foreground 5%; }
         & > #detail-title { padding: 0 1; margin-bottom: 1; }
         & > .step-detail--section {
