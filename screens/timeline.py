@@ -221,6 +221,7 @@ class TimelineScreen(TraceScreen):
         super().__init__(trace_id)
         self._initial_step = step
         self._running = False
+        self._reloading = False
         self._steps: dict[int, dict[str, Any]] = {}
         self._parent_id: str | None = None
 
@@ -262,7 +263,8 @@ class TimelineScreen(TraceScreen):
             self.detail.empty_message = "This trace has no steps."
         self.sub_title = self.trace_id
         self._running = trace.get("status") == "running"
-        self.timeline.set_steps(message.prepared, select=self._initial_step)
+        grown, self._reloading = self._reloading, False
+        self.timeline.set_steps(message.prepared, select=self._initial_step, grown=grown)
         self.mark_updated()
         self.query_one("#timeline-body").loading = False
 
@@ -270,6 +272,7 @@ class TimelineScreen(TraceScreen):
         """A running trace grows while it is open: read it again, the cursor kept."""
         if self._running:
             self._initial_step = self.timeline.selected_step
+            self._reloading = True
             self.load_trace()
 
     @on(TraceScreen.TraceLoadFailed)

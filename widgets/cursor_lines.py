@@ -117,6 +117,11 @@ class CursorLines(ScrollView, can_focus=True):
         self.virtual_size = Size(0, self.line_count + 1)  # + the fixed header line
         self.refresh()
 
+    def refresh_header(self) -> None:
+        """Draw the header line again (what it says changed)."""
+        self._header = None
+        self.refresh(Region(0, 0, self.size.width, 1))
+
     def clear_caches(self) -> None:
         """Forget every rendered line (after a change of rows or styles)."""
         self.strip_cache.clear()

@@ -205,6 +205,7 @@ class StepTimeline(CursorLines):
         "step-timeline--summary",
         "step-timeline--not-rerun",
         "step-timeline--label",
+        "step-timeline--new",
         *(f"step-timeline--{step_type}" for step_type in STEP_ICONS),
     }
 
@@ -226,6 +227,7 @@ class StepTimeline(CursorLines):
         & > .step-timeline--summary { color: $text-muted; }
         & > .step-timeline--not-rerun { color: $text-warning; text-style: italic; }
         & > .step-timeline--label { color: $text-accent; text-style: bold; }
+        & > .step-timeline--new { color: $text-accent; text-style: bold; }
         & > .step-timeline--cursor { background: $block-cursor-blurred-background; }
         &:focus > .step-timeline--cursor {
             background: $block-cursor-background;
@@ -268,6 +270,8 @@ class StepTimeline(CursorLines):
         """Steps whose nested steps are folded away."""
         self._longest_ms = 0.0
         self._number_width = 1
+        self._new_after: int | None = None
+        self._new_below = 0
 
     # --- data -------------------------------------------------------------------------
 
@@ -277,12 +281,30 @@ class StepTimeline(CursorLines):
         return self._rows
 
     @property
+    def new_below(self) -> int:
+        """How many steps arrived since the trace was first shown that are still below the
+        view (the header's "3 new ↓")."""
+        return self._new_below
+
+    @property
     def selected_step(self) -> int | None:
         """The step number under the cursor (``None`` when empty)."""
         return self._rows[self.cursor].number if self._rows else None
 
-    def set_steps(self, rows: Sequence[StepRow], *, select: int | None = None) -> None:
-        """Show ``rows`` (in step order) and select step ``select`` (default: the first)."""
+    def set_steps(
+        self, rows: Sequence[StepRow], *, select: int | None = None, grown: bool = False
+    ) -> None:
+        """Show ``rows`` (in step order) and select step ``select`` (default: the first).
+
+        Args:
+            grown: the same trace read again while it runs: steps past the last one shown
+                before are new, and until they are scrolled into view the header counts them
+                ("3 new ↓") and their numbers stand out.
+        """
+        if grown and self._all_rows and self._new_after is None:
+            self._new_after = self._all_rows[-1].number
+        elif not grown:
+            self._new_after = None
         self._all_rows = list(rows)
         self._show_visible()
         index = self._index_of(select) if select is not None else None
@@ -348,7 +370,26 @@ class StepTimeline(CursorLines):
         return len(self._rows)
 
     def cursor_moved(self) -> None:
+        self._count_new()
         self.post_message(self.StepSelected(self._rows[self.cursor].number, self))
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        self._count_new()
+
+    def _count_new(self) -> None:
+        """Count the new steps below the view; once none is left, nothing is new."""
+        if self._new_after is None:
+            return
+        bottom = int(self.scroll_offset.y) + self.page_rows  # the first index out of view
+        below = sum(1 for row in self._rows[bottom:] if row.number > self._new_after)
+        if below == 0:
+            self._new_after = None
+            self.strip_cache.clear()  # the new rows' numbers go back to normal
+            self.refresh()
+        if below != self._new_below:
+            self._new_below = below
+            self.refresh_header()
 
     def _style(self, name: str) -> Style:
         return self.component_style(name)
@@ -382,6 +423,10 @@ class StepTimeline(CursorLines):
         bar = _BAR_WIDTH + 1 if with_bar else 0
         text.append("DURATION".rjust(bar + _DURATION_WIDTH) + " ", style)
         text.append("TOKENS".rjust(_TOKENS_WIDTH) + " ", style)
+        if self._new_below:
+            note = f" {self._new_below:,} new ↓ "
+            text.truncate(max(0, width - len(note)), pad=True)
+            text.append(note, self._style("new"))
         return text
 
     def render_row(self, index: int, width: int, is_cursor: bool) -> Strip:
@@ -389,7 +434,9 @@ class StepTimeline(CursorLines):
         with_type, with_bar, name_width = self._layout(width)
         type_style = self._style(row.step_type)
         text = Text(no_wrap=True, end="")
-        text.append(" " + str(row.number).rjust(self._number_width) + " ", self._style("number"))
+        is_new = self._new_after is not None and row.number > self._new_after
+        number_style = self._style("new" if is_new else "number")
+        text.append(" " + str(row.number).rjust(self._number_width) + " ", number_style)
         text.append(STEP_ICONS.get(row.step_type, "·") + " ", type_style)
         if with_type:
             text.append(row.step_type[:_TYPE_WIDTH].ljust(_TYPE_WIDTH) + " ", type_style)

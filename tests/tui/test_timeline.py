@@ -421,6 +421,38 @@ async def test_the_timeline_of_a_running_trace_grows_on_its_own(empty_store, tui
         assert timeline.selected_step == 1
 
 
+async def test_steps_that_arrive_below_the_view_are_counted_until_seen(empty_store, tui) -> None:
+    """A running trace grows past the bottom of the view: the header says "N new ↓" and the
+    cursor stays put; scrolling to the end shows them and the count goes."""
+    from tuikit import CLOCK
+
+    from agent_replay.services.recorder import TraceRecorder
+
+    recorder = TraceRecorder(empty_store, clock=CLOCK)
+    with empty_store.db.connection_context():
+        trace_id = recorder.start_trace("live-agent", trace_id="trc_livetwo")
+        for number in range(1, 41):
+            recorder.step(trace_id, {"step_number": number, "step_type": "thought"})
+    app = tui(empty_store, initial_trace=trace_id, refresh_interval=None)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.check_store()  # the baseline
+        await settle(pilot)
+        with empty_store.db.connection_context():
+            for number in range(41, 44):
+                recorder.step(trace_id, {"step_number": number, "step_type": "tool_call"})
+        app.check_store()
+        await settle(pilot)
+        timeline = _timeline(app)
+        assert len(timeline.rows) == 43 and timeline.selected_step == 1
+        assert timeline.new_below == 3
+        assert _visible_lines(timeline)[0].rstrip().endswith("3 new ↓")
+        await pilot.press("end")
+        await settle(pilot)
+        assert timeline.new_below == 0
+        assert "new ↓" not in _visible_lines(timeline)[0]
+
+
 async def test_question_mark_explains_icons_and_keys(seeded_store, tui) -> None:
     """? opens the help modal: the screen's keys and every marker; Esc closes it."""
     from agent_replay.screens.modals import HelpModal
