@@ -14,6 +14,7 @@ from textual import work
 from textual.actions import SkipAction
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
@@ -282,6 +283,19 @@ class AgentReplayApp(App[int]):
                 binding.tooltip or binding.description,
                 lambda action=action, target=target: self.run_action(action, target),
             )
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast, with markup off unless asked for (``screens.base.PlainToasts``): errors
+        and ids carry outside text, and ``[/]`` in one would raise ``MarkupError``."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:

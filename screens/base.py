@@ -1,4 +1,5 @@
-"""The base of every full screen: surfaces its workers' failures through the app.
+"""The base of every full screen: the typed app, toasts that never parse markup, worker failures
+surfaced through the app, staying current as the store changes, and annotating.
 
 ``Worker.StateChanged`` does not bubble, so the app never sees failures of workers that run on
 a screen; each screen forwards them to ``AgentReplayApp.report_worker_error``, the one place
@@ -8,37 +9,74 @@ that turns them into notifications.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual import work
+from textual.dom import DOMNode
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from agent_replay.errors import AgentReplayError
 from agent_replay.messages import StoreChanged
 
+if TYPE_CHECKING:
+    from agent_replay.app import AgentReplayApp
 
-class BaseScreen(Screen[None]):
+
+def agent_app(node: DOMNode) -> AgentReplayApp:
+    """The running app, typed (its ``store``, ``clock``, ``open_trace``…), for modals and
+    widgets; screens have ``BaseScreen.app``."""
+    return cast("AgentReplayApp", node.app)
+
+
+class PlainToasts:
+    """``notify`` with markup off unless asked for: a toast shows what it is given, so an
+    error, a trace id or a label carrying ``[/]`` can't raise ``MarkupError`` or restyle the
+    toast (producer text is data). Mixed into every screen and modal of the app, before
+    Textual's class; the app's own ``notify`` defaults the same way."""
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast (``markup=True`` only for text written here, never for outside text)."""
+        agent_app(cast(DOMNode, self)).notify(
+            message, title=title, severity=severity, timeout=timeout, markup=markup
+        )
+
+
+class BaseScreen(PlainToasts, Screen[None]):
     """A screen whose worker errors are reported by the app (a notification, never a crash),
     and that stays current: ``store_changed`` runs when the store changes while it is shown,
     or when it comes back into view after a change (``StoreChanged``)."""
 
     _seen_version = 0
 
+    if TYPE_CHECKING:
+        # Textual types ``app`` as a bare ``App``; on our screens it is always ours, so the
+        # type says so (``store``, ``clock``, ``open_trace``… without casts). Typing only.
+        app: AgentReplayApp
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
-            self.app.report_worker_error(event.worker)  # type: ignore[attr-defined]
+            self.app.report_worker_error(event.worker)
 
     def on_store_changed(self, message: StoreChanged) -> None:
         self._catch_up()
 
     def on_screen_resume(self) -> None:
-        if self._seen_version != getattr(self.app, "store_version", 0):
+        if self._seen_version != self.app.store_version:
             self._catch_up()
 
     def _catch_up(self) -> None:
-        version = getattr(self.app, "store_version", 0)
+        version = self.app.store_version
         if version != self._seen_version:
             self._seen_version = version
             self.store_changed()
@@ -51,10 +89,45 @@ class BaseScreen(Screen[None]):
         """Say in the footer when the view last read the store (the app's clock)."""
         from agent_replay.widgets.key_bar import KeyBar
 
-        now = self.app.clock.now()  # type: ignore[attr-defined]
-        self._seen_version = getattr(self.app, "store_version", 0)
+        now = self.app.clock.now()
+        self._seen_version = self.app.store_version
         for bar in self.query(KeyBar):
             bar.note = f"updated {now:%H:%M:%S}"
+
+    # --- annotating (a) ---------------------------------------------------------------
+
+    def ask_annotation(self, trace_id: str, step: int | None = None) -> None:
+        """Ask for a label and a note for a trace (or one of its steps), then write them in a
+        worker; ``annotated`` runs once they are written."""
+        from agent_replay.screens.modals import AnnotateModal
+
+        target = trace_id if step is None else f"step {step} of {trace_id}"
+
+        def save(answer: tuple[str, str | None] | None) -> None:
+            if answer is not None:
+                self._write_annotation(trace_id, step, *answer)
+
+        self.app.push_screen(AnnotateModal(target), save)
+
+    @work(thread=True, exit_on_error=False, group="annotate", description="annotate")
+    def _write_annotation(
+        self, trace_id: str, step: int | None, label: str, note: str | None
+    ) -> None:
+        """Through the recorder (validated, redacted), as every writer."""
+        from agent_replay.commands.annotate import default_author
+        from agent_replay.services.recorder import TraceRecorder
+
+        store = self.app.store
+        with store.db.connection_context():
+            TraceRecorder(store, clock=self.app.clock).annotate(
+                trace_id, label=label, step_number=step, note=note, author=default_author()
+            )
+        self.app.call_from_thread(self.annotated, trace_id, step, label)
+
+    def annotated(self, trace_id: str, step: int | None, label: str) -> None:
+        """The annotation is written: say so (a screen that shows labels reloads too)."""
+        where = trace_id if step is None else f"step {step} of {trace_id}"
+        self.notify(f"{where}: {label}", title="Annotated", timeout=3)
 
 
 class TraceScreen(BaseScreen):
@@ -93,7 +166,7 @@ class TraceScreen(BaseScreen):
         """Load ``self.trace_id``; the result arrives as a message."""
         from agent_replay.store.queries import resolve_trace_id, trace_json
 
-        store = self.app.store  # type: ignore[attr-defined]
+        store = self.app.store
         try:
             with store.db.connection_context():
                 trace = trace_json(store, resolve_trace_id(store, self.trace_id))

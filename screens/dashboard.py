@@ -279,8 +279,8 @@ class DashboardScreen(BaseScreen):
         description="dashboard figures",
     )
     def _load(self, days: int, step_cache: StepCache | None) -> None:
-        store = self.app.store  # type: ignore[attr-defined]
-        clock = self.app.clock  # type: ignore[attr-defined]
+        store = self.app.store
+        clock = self.app.clock
         with store.db.connection_context():
             data = load_dashboard(store, clock, days=days, step_cache=step_cache)
         if not get_current_worker().is_cancelled:

@@ -272,7 +272,7 @@ class DiffScreen(BaseScreen):
         """Compare the two traces; the result arrives as a message."""
         from agent_replay.services.diff import diff_stored
 
-        store = self.app.store  # type: ignore[attr-defined]
+        store = self.app.store
         try:
             with store.db.connection_context():
                 diff = diff_stored(store, a_id, b_id)
@@ -345,7 +345,7 @@ class DiffScreen(BaseScreen):
         step_side = row.a if use_a else row.b
         if step_side is None or step_side.number is None:
             return
-        self.app.open_trace(self.a_id if use_a else self.b_id, step_side.number)  # type: ignore[attr-defined]
+        self.app.open_trace(self.a_id if use_a else self.b_id, step_side.number)
 
     def action_swap(self) -> None:
         self.app.switch_screen(DiffScreen(self.b_id, self.a_id))

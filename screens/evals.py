@@ -308,7 +308,7 @@ class EvalsScreen(BaseScreen):
         from agent_replay.services.evals.records import recent_evals
         from agent_replay.store.queries import resolve_trace_id, trace_json
 
-        store = self.app.store  # type: ignore[attr-defined]
+        store = self.app.store
         try:
             with store.db.connection_context():
                 if self.trace_id is not None:
@@ -378,7 +378,7 @@ class EvalsScreen(BaseScreen):
     def _row(self, evaluation: dict[str, Any]) -> list[Any]:
         # Rich ``Text`` cells, as the trace list uses: DataTable sizes columns from them.
         created = evaluation.get("created_at")
-        now_ms = time_ms(canonical_time(self.app.clock.now()))  # type: ignore[attr-defined]
+        now_ms = time_ms(canonical_time(self.app.clock.now()))
         when = Text(fmt_age(time_ms(created), now_ms or 0) if created else "-")
         result = (
             Text("PASS", style="bold green") if evaluation["passed"] else Text("FAIL", "bold red")
@@ -450,7 +450,7 @@ class EvalsScreen(BaseScreen):
         step = self.step
         if step is None and evaluation is not None:
             step = first_cited_step(evaluation.get("details"))
-        self.app.open_trace(str(trace_id), step)  # type: ignore[attr-defined]
+        self.app.open_trace(str(trace_id), step)
 
     def action_run_presets(self) -> None:
         if self.trace_id is not None:
@@ -461,9 +461,9 @@ class EvalsScreen(BaseScreen):
     def _run_presets(self, trace_id: str) -> None:
         from agent_replay.services.evals.runner import make_plan, run_evals
 
-        store = self.app.store  # type: ignore[attr-defined]
+        store = self.app.store
         with store.db.connection_context():
-            run = run_evals(store, trace_id, make_plan(), clock=self.app.clock)  # type: ignore[attr-defined]
+            run = run_evals(store, trace_id, make_plan(), clock=self.app.clock)
         failed = [o.evaluator for o in run.outcomes if not o.passed]
         self.post_message(self.PresetsRan(len(run.outcomes), failed))
 

@@ -278,7 +278,7 @@ class LiveWatchScreen(BaseScreen):
         self.query_one("#watch-body").loading = True
         self.trace_list.focus()
         self.feed = LiveFeed(
-            self.app.store,  # type: ignore[attr-defined]
+            self.app.store,
             self.filters,
             reaper=finalize_orphans,
         )
@@ -410,7 +410,7 @@ class LiveWatchScreen(BaseScreen):
             self._request_poll()
 
     def _now_ms(self) -> int:
-        return int(self.app.clock.now().timestamp() * 1000)  # type: ignore[attr-defined]
+        return int(self.app.clock.now().timestamp() * 1000)
 
     def _show_traces(self, traces: tuple[LiveTrace, ...]) -> None:
         now_ms = self._now_ms()
@@ -491,11 +491,11 @@ class LiveWatchScreen(BaseScreen):
     @on(OptionList.OptionSelected, "#watch-traces")
     def open_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id is not None:
-            self.app.open_trace(event.option.id)  # type: ignore[attr-defined]
+            self.app.open_trace(event.option.id)
 
     def action_open_timeline(self) -> None:
         if self.selected is not None:
-            self.app.open_trace(self.selected)  # type: ignore[attr-defined]
+            self.app.open_trace(self.selected)
 
     def action_toggle_follow(self) -> None:
         self.steps.follow = not self.steps.follow

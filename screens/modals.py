@@ -16,6 +16,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from agent_replay.screens.base import PlainToasts
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
 MARKERS: tuple[tuple[str, str, str], ...] = (
@@ -66,7 +67,7 @@ def help_content(keys: Iterable[tuple[str, str]]) -> Content:
     return Content("\n").join(lines)
 
 
-class HelpModal(ModalScreen[None]):
+class HelpModal(PlainToasts, ModalScreen[None]):
     """``?``: the keys of the screen underneath and what every icon and colour means."""
 
     TITLE = "Help"
@@ -109,7 +110,7 @@ class HelpModal(ModalScreen[None]):
         self.dismiss(None)
 
 
-class AnnotateModal(ModalScreen[tuple[str, str | None] | None]):
+class AnnotateModal(PlainToasts, ModalScreen[tuple[str, str | None] | None]):
     """``a``: a label (and an optional note) for a trace or a step; dismisses with
     ``(label, note)``, or ``None`` when cancelled."""
 

@@ -28,7 +28,7 @@ from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_time, safe, truncate
 from agent_replay.errors import AgentReplayError
-from agent_replay.screens.base import BaseScreen
+from agent_replay.screens.base import BaseScreen, PlainToasts, agent_app
 from agent_replay.services.guard.policy import Policy
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.policy_form import PolicyDraft, PolicyForm, PreviewStep, preview_steps
@@ -106,7 +106,7 @@ def policy_detail(policy: Policy | None) -> Content:
     return Content("\n").join(lines)
 
 
-class ConfirmRemoveModal(ModalScreen[bool]):
+class ConfirmRemoveModal(PlainToasts, ModalScreen[bool]):
     """Ask before removing a policy; dismisses with ``True`` to remove."""
 
     DEFAULT_CSS = """
@@ -148,7 +148,7 @@ class ConfirmRemoveModal(ModalScreen[bool]):
         self.dismiss(event.button.id == "confirm-remove")
 
 
-class PolicyFormScreen(ModalScreen[PolicyDraft | None]):
+class PolicyFormScreen(PlainToasts, ModalScreen[PolicyDraft | None]):
     """The add form: dismisses with the validated draft, or ``None`` when cancelled."""
 
     DEFAULT_CSS = """
@@ -220,7 +220,7 @@ class PolicyFormScreen(ModalScreen[PolicyDraft | None]):
     def _load_traces(self) -> None:
         from agent_replay.store.queries import list_traces
 
-        store = self.app.store  # type: ignore[attr-defined]
+        store = agent_app(self).store
         with store.db.connection_context():
             page = list_traces(store, limit=PREVIEW_TRACES)
         traces = [
@@ -251,7 +251,7 @@ class PolicyFormScreen(ModalScreen[PolicyDraft | None]):
     def _load_steps(self, trace_id: str) -> None:
         from agent_replay.store.queries import step_dicts
 
-        store = self.app.store  # type: ignore[attr-defined]
+        store = agent_app(self).store
         with store.db.connection_context():
             steps = step_dicts(store, trace_id)
         if not get_current_worker().is_cancelled:
@@ -379,7 +379,7 @@ class PoliciesScreen(BaseScreen):
         """Read every policy; the result arrives as ``PoliciesLoaded``."""
         from agent_replay.services.guard.manage import list_policies
 
-        store = self.app.store  # type: ignore[attr-defined]
+        store = self.app.store
         with store.db.connection_context():
             policies = list_policies(store)
         if not get_current_worker().is_cancelled:
@@ -426,13 +426,13 @@ class PoliciesScreen(BaseScreen):
     def _change(self, kind: str, policy_id: str | None, draft: PolicyDraft | None = None) -> None:
         from agent_replay.services.guard import manage as guard_store
 
-        store = self.app.store  # type: ignore[attr-defined]
+        store = self.app.store
         try:
             with store.db.connection_context():
                 if kind == "add" and draft is not None:
                     added = guard_store.add_policy(
                         store,
-                        self.app.clock,  # type: ignore[attr-defined]
+                        self.app.clock,
                         name=draft.name,
                         pattern=draft.pattern,
                         action=draft.action,
@@ -457,9 +457,9 @@ class PoliciesScreen(BaseScreen):
     @on(PolicyChanged)
     def _changed(self, message: PolicyChanged) -> None:
         if message.error:
-            self.notify(message.note, title="Policy not saved", severity="error", markup=False)
+            self.notify(message.note, title="Policy not saved", severity="error")
             return
-        self.notify(safe(message.note), title="Guard policies", markup=False)
+        self.notify(safe(message.note), title="Guard policies")
         self.load(message.select)
 
     # --- actions ----------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -20,7 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Header, Input, Label, Static
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe
-from agent_replay.screens.base import TraceScreen
+from agent_replay.screens.base import PlainToasts, TraceScreen
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.step_detail import StepDetail, json_text
 from agent_replay.widgets.step_timeline import StepRow, StepTimeline, step_rows
@@ -73,7 +73,7 @@ def trace_header(trace: dict[str, Any], step_count: int) -> Content:
     return Content("\n").join(lines)
 
 
-class JumpToStepModal(ModalScreen[int | None]):
+class JumpToStepModal(PlainToasts, ModalScreen[int | None]):
     """Ask for a step number to jump to; dismisses with it, or ``None`` when cancelled."""
 
     DEFAULT_CSS = """
@@ -348,35 +348,13 @@ class TimelineScreen(TraceScreen):
 
     def action_annotate(self, scope: str) -> None:
         """Ask for a label (and a note) for the selected step or the run, then write it."""
-        from agent_replay.screens.modals import AnnotateModal
-
         step = self.timeline.selected_step if scope == "step" else None
         if scope == "step" and step is None:
             return
-        target = f"step {step} of {self.trace_id}" if step else self.trace_id
+        self.ask_annotation(self.trace_id, step)
 
-        def save(answer: tuple[str, str | None] | None) -> None:
-            if answer is not None:
-                self._annotate(step, *answer)
-
-        self.app.push_screen(AnnotateModal(target), save)
-
-    @work(thread=True, exit_on_error=False, group="annotate", description="annotate")
-    def _annotate(self, step: int | None, label: str, note: str | None) -> None:
-        """Write the annotation through the recorder (validated, redacted), then reload."""
-        from agent_replay.commands.annotate import default_author
-        from agent_replay.services.recorder import TraceRecorder
-
-        store = self.app.store  # type: ignore[attr-defined]
-        with store.db.connection_context():
-            TraceRecorder(store, clock=self.app.clock).annotate(  # type: ignore[attr-defined]
-                self.trace_id, label=label, step_number=step, note=note, author=default_author()
-            )
-        self.app.call_from_thread(self._annotated, step, label)
-
-    def _annotated(self, step: int | None, label: str) -> None:
-        where = f"step {step}" if step else "the run"
-        self.notify(f"{where}: {label}", title="Annotated", timeout=3, markup=False)
+    def annotated(self, trace_id: str, step: int | None, label: str) -> None:
+        super().annotated(trace_id, step, label)
         self._initial_step = self.timeline.selected_step
         self.load_trace()
 
@@ -444,13 +422,12 @@ class TimelineScreen(TraceScreen):
         try:
             command = rerun_command(trace, number, store_dir=str(path.parent) if path else None)
         except UsageError as exc:
-            self.notify(str(exc), title="Re-run", severity="warning", markup=False)
+            self.notify(str(exc), title="Re-run", severity="warning")
             return
         self.app.copy_to_clipboard(command)
         self.notify(
             f"{command}\nthen point the agent at http://127.0.0.1:8787 (copied)",
             title=f"Re-run from step {number}",
-            markup=False,
             timeout=15,
         )
 

@@ -129,6 +129,15 @@ class TraceListScreen(BaseScreen):
             id="diff",
             tooltip="Diff the two marked traces (or a fork against its parent)",
         ),
+        # In the key panel and the palette; the footer stays as it is at 80 columns.
+        Binding(
+            "a",
+            "annotate",
+            "Annotate",
+            id="annotate-trace",
+            tooltip="Label the highlighted run (good, bad, wrong-tool…), with a note",
+            show=False,
+        ),
         Binding(
             "escape",
             "clear_filter",
@@ -249,8 +258,8 @@ class TraceListScreen(BaseScreen):
     ) -> None:
         from agent_replay.services.filter_language import parse_query
 
-        parsed = parse_query(query, self.app.clock.now())  # type: ignore[attr-defined]
-        store = self.app.store  # type: ignore[attr-defined]
+        parsed = parse_query(query, self.app.clock.now())
+        store = self.app.store
         descending = self.descending
         with store.db.connection_context():
             page = list_traces(
@@ -367,7 +376,7 @@ class TraceListScreen(BaseScreen):
     @on(DataTable.RowSelected, "#trace-table")
     def open_selected_trace(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
-            self.app.open_trace(event.row_key.value)  # type: ignore[attr-defined]
+            self.app.open_trace(event.row_key.value)
 
     @on(Input.Submitted, "#filter-bar")
     def apply_filter(self, event: Input.Submitted) -> None:
@@ -378,7 +387,7 @@ class TraceListScreen(BaseScreen):
         from agent_replay.services.filter_language import parse_query
 
         try:
-            parsed = parse_query(text, self.app.clock.now())  # type: ignore[attr-defined]
+            parsed = parse_query(text, self.app.clock.now())
         except AgentReplayError as exc:
             self.notify(exc.message, title="Filter", severity="error")
             return
@@ -465,6 +474,13 @@ class TraceListScreen(BaseScreen):
             touched.append(trace_id)
         self._redraw_id_cells(touched)
         self._show_status()
+
+    def action_annotate(self) -> None:
+        """Ask for a label (and a note) for the highlighted trace, then write it; the list
+        refreshes through the store watcher."""
+        trace_id = self._highlighted_id()
+        if trace_id is not None:
+            self.ask_annotation(trace_id)
 
     def action_diff(self) -> None:
         """Open the diff: the two marks; one mark against the highlighted trace; or a

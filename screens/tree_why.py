@@ -179,7 +179,7 @@ class TreeWhyScreen(TraceScreen):
         """Enter on a hop: that step in the trace's timeline."""
         if self._chain:
             step = self._chain[self.hop].step["step_number"]
-            self.app.open_trace(self.trace_id, step)  # type: ignore[attr-defined]
+            self.app.open_trace(self.trace_id, step)
 
     @on(events.DescendantFocus)
     @on(events.DescendantBlur)

@@ -252,3 +252,42 @@ async def test_narrow_terminals_hide_columns_and_say_so(seeded_store, tui) -> No
         assert "hidden: tags, cost, started, duration" in status
         footer = str(app.screen.query_one("KeyBar").render())
         assert "d Diff" in footer and "Dashb" not in footer
+
+
+async def test_a_annotates_the_highlighted_trace(seeded_store, tui) -> None:
+    """a, a label, a note: written through the recorder for the highlighted trace."""
+    from agent_replay.store.queries import annotation_dicts
+
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("down")  # the second trace
+        trace_id = _ids(app)[1]
+        await pilot.press("a", *"good", "enter", *"as expected", "enter")
+        await settle(pilot)
+        assert isinstance(app.screen, TraceListScreen)
+        assert any(n.message == f"{trace_id}: good" for n in app._notifications)
+    with seeded_store.db.connection_context():
+        (annotation,) = annotation_dicts(seeded_store, trace_id)
+    assert (annotation["label"], annotation["note"], annotation["step_number"]) == (
+        "good",
+        "as expected",
+        None,
+    )
+
+
+async def test_outside_text_in_a_toast_is_shown_as_is(seeded_store, tui) -> None:
+    """Markup is off in toasts: an unknown id carrying ``[/]`` (which would raise
+    MarkupError) and a label carrying ``[b]`` are shown literally."""
+    app = tui(seeded_store, initial_trace="trc_[/]nothing")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await settle(pilot)
+        assert app.is_running and isinstance(app.screen, TraceListScreen)
+        (failure,) = [n for n in app._notifications if n.severity == "error"]
+        assert "trc_[/]nothing" in failure.message and not failure.markup
+        await pilot.press("a", *"[b]odd[/b]", "enter", "enter")
+        await settle(pilot)
+        assert app.is_running
+        assert any(n.message.endswith(": [b]odd[/b]") for n in app._notifications)
+        await pilot.pause()  # the toasts are drawn (a MarkupError would surface here)
