@@ -372,23 +372,13 @@ class TimelineScreen(TraceScreen):
         self.timeline.focus()
 
     def action_open_tree(self) -> None:
-        try:
-            # deferred: written beside this screen; absent in builds that don't have it yet
-            from agent_replay.screens.tree_why import TreeWhyScreen
-        except ImportError as exc:
-            self.log.warning(f"tree/why view unavailable: {exc}")
-            self.notify("The tree/why view is not available yet.", severity="warning")
-            return
+        from agent_replay.screens.tree_why import TreeWhyScreen
+
         self.app.push_screen(TreeWhyScreen(self.trace_id, step=self.timeline.selected_step))
 
     def action_open_replay(self) -> None:
-        try:
-            # deferred: written beside this screen; absent in builds that don't have it yet
-            from agent_replay.screens.replay import ReplayScreen
-        except ImportError as exc:
-            self.log.warning(f"replay view unavailable: {exc}")
-            self.notify("The replay view is not available yet.", severity="warning")
-            return
+        from agent_replay.screens.replay import ReplayScreen
+
         self.app.push_screen(ReplayScreen(self.trace_id, at_step=self.timeline.selected_step))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -416,8 +406,7 @@ class TimelineScreen(TraceScreen):
         number = self.timeline.selected_step
         if number is None:
             return
-        store = getattr(self.app, "store", None)
-        path = getattr(store, "path", None)
+        path = self.app.store.path
         trace = {"id": self.trace_id, "steps": list(self._steps.values())}
         try:
             command = rerun_command(trace, number, store_dir=str(path.parent) if path else None)
