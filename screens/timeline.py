@@ -220,7 +220,7 @@ class TimelineScreen(TraceScreen):
         """
         super().__init__(trace_id)
         self._initial_step = step
-        self._running = False
+        self._trace_running = False
         self._reloading = False
         self._steps: dict[int, dict[str, Any]] = {}
         self._parent_id: str | None = None
@@ -262,7 +262,7 @@ class TimelineScreen(TraceScreen):
         if not message.prepared:
             self.detail.empty_message = "This trace has no steps."
         self.sub_title = self.trace_id
-        self._running = trace.get("status") == "running"
+        self._trace_running = trace.get("status") == "running"
         grown, self._reloading = self._reloading, False
         self.timeline.set_steps(message.prepared, select=self._initial_step, grown=grown)
         self.mark_updated()
@@ -270,7 +270,7 @@ class TimelineScreen(TraceScreen):
 
     def store_changed(self) -> None:
         """A running trace grows while it is open: read it again, the cursor kept."""
-        if self._running:
+        if self._trace_running:
             self._initial_step = self.timeline.selected_step
             self._reloading = True
             self.load_trace()
