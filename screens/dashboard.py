@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -52,6 +53,7 @@ from agent_replay.widgets.charts import (
     money,
 )
 from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.status import status_rich_style
 
 EMPTY_STORE = (
     "No traces yet, so there is nothing to chart.\n\n"
@@ -60,13 +62,6 @@ EMPTY_STORE = (
     "Or record a run:    agent-replay run -- python my_agent.py\n\n"
     "The dashboard picks them up on its next refresh (or press r)."
 )
-STATUS_STYLES = {
-    "completed": "green",
-    "failed": "bold red",
-    "timeout": "yellow",
-    "running": "cyan",
-    "forked": "magenta",
-}
 
 
 def _rgb(color: tuple[int, int, int]) -> str:
@@ -82,7 +77,7 @@ def _fit(text: str, suffix: str, width: int) -> str:
     return text + suffix if len(text) + len(suffix) <= width else text
 
 
-def _cell(text: str, width: int = 28, style: str = "") -> Text:
+def _cell(text: str, width: int = 28, style: str | Style = "") -> Text:
     """Producer text as a plain, escaped, truncated cell."""
     return Text(truncate(safe(text), width), style=style)
 
@@ -432,7 +427,7 @@ class DashboardScreen(BaseScreen):
                 (
                     f"{shlex.quote('status:' + s.status)} {since}",
                     [
-                        _cell(s.status, 12, STATUS_STYLES.get(s.status, "")),
+                        _cell(s.status, 12, status_rich_style(s.status, self.app.theme_variables)),
                         _num(fmt_int(s.traces)),
                         _num(_pct(s.traces / total)),
                     ],

@@ -43,16 +43,10 @@ from agent_replay.widgets.diff_view import (
     signed_ms,
 )
 from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.status import status_style
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
 _MUTED = "$text-muted"
-_STATUS_STYLES = {
-    "completed": "$text-success",
-    "failed": "bold $text-error",
-    "timeout": "$text-warning",
-    "running": "$text-accent",
-    "forked": "$text-secondary",
-}
 _MAX_PATHS = 3
 """Differing paths named in the first-divergence line."""
 
@@ -69,7 +63,7 @@ def _trace_line(side: str, trace: dict[str, Any], other: dict[str, Any]) -> Cont
         ("  ", ""),
         (agent, "$text-primary"),
         ("  ", ""),
-        (status, _STATUS_STYLES.get(status, "")),
+        (status, status_style(status)),
         (f"  {steps:,} step{'s' * (steps != 1)}", _MUTED),
     ]
     if trace.get("parent_trace_id"):

@@ -34,6 +34,7 @@ from agent_replay.services.liveness import finalize_orphans
 from agent_replay.store.live import LiveFeed, LiveFilter, LiveStep, LiveTrace, LiveUpdate
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.live_steps import LiveStepRow, LiveSteps
+from agent_replay.widgets.status import status_style
 from agent_replay.widgets.step_timeline import StepTimeline
 
 DEFAULT_INTERVAL = 0.5
@@ -51,13 +52,6 @@ STATUS_GLYPHS = {
     "failed": "✗",
     "timeout": "◷",
     "forked": "⑂",
-}
-STATUS_STYLES = {
-    "completed": "$text-success",
-    "failed": "bold $text-error",
-    "timeout": "$text-warning",
-    "running": "bold $text-accent",
-    "forked": "$text-secondary",
 }
 _LINE_WIDTH = 46  # the trace list's text width (its pane is 54 cells wide)
 _ID_WIDTH = 12  # "trc_" and 8 characters: a prefix every command accepts
@@ -92,7 +86,7 @@ def _issues(trace: LiveTrace) -> list[tuple[str, str]]:
 def trace_prompt(trace: LiveTrace, now_ms: int) -> Content:
     """Two lines of the trace list: agent, problems and status; id, steps, tokens and age."""
     status = trace.status
-    style = STATUS_STYLES.get(status, "bold")
+    style = status_style(status)
     issues = _issues(trace)
     issues_width = sum(len(text) + 1 for text, _ in issues)
     agent_width = max(8, _LINE_WIDTH - 2 - len(status) - 1 - issues_width)
@@ -134,7 +128,7 @@ def trace_header(trace: LiveTrace, now_ms: int) -> Content:
             ("  ·  ", _MUTED),
             (safe(trace.agent_name), "bold $text-primary"),
             ("  ·  ", _MUTED),
-            (status, STATUS_STYLES.get(status, "bold")),
+            (status, status_style(status)),
         ),
         Content.styled(" · ", _MUTED).join(figures),
         Content.styled(" · ", _MUTED).join(times),

@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from agent_replay.screens.base import PlainToasts
+from agent_replay.widgets.status import status_style
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 
 MARKERS: tuple[tuple[str, str, str], ...] = (
@@ -32,14 +33,14 @@ MARKERS: tuple[tuple[str, str, str], ...] = (
 )
 """The markers rows and cells carry: (glyph, colour, meaning)."""
 
-STATUSES: tuple[tuple[str, str, str], ...] = (
-    ("completed", "$text-success", "the run finished"),
-    ("failed", "$text-error", "the run ended with an error"),
-    ("timeout", "$text-warning", "the run was cut off, or its writer died"),
-    ("running", "$text-accent", "still being recorded"),
-    ("forked", "$text-secondary", "a fork: a what-if copy, never run past its fork step"),
+STATUSES: tuple[tuple[str, str], ...] = (
+    ("completed", "the run finished"),
+    ("failed", "the run ended with an error"),
+    ("timeout", "the run was cut off, or its writer died"),
+    ("running", "still being recorded"),
+    ("forked", "a fork: a what-if copy, never run past its fork step"),
 )
-"""Trace statuses and their colours (one look each: a fork is not a failure)."""
+"""Trace statuses and what they mean (drawn in their one look: ``widgets.status``)."""
 
 
 def help_content(keys: Iterable[tuple[str, str]]) -> Content:
@@ -54,8 +55,10 @@ def help_content(keys: Iterable[tuple[str, str]]) -> Content:
     for glyph, colour, meaning in MARKERS:
         lines.append(Content.assemble((f"  {glyph:>3}  ", f"bold {colour}"), meaning))
     lines += [Content(""), Content.styled("Statuses", "bold")]
-    for status, colour, meaning in STATUSES:
-        lines.append(Content.assemble((f"  {status:<10}", f"bold {colour}"), meaning))
+    for status, meaning in STATUSES:
+        lines.append(
+            Content.assemble((f"  {status:<10}", status_style(status, bold=True)), meaning)
+        )
     lines += [
         Content(""),
         Content.styled(

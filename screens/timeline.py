@@ -22,16 +22,9 @@ from textual.widgets import Header, Input, Label, Static
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe
 from agent_replay.screens.base import PlainToasts, TraceScreen
 from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.status import status_style
 from agent_replay.widgets.step_detail import StepDetail, json_text
 from agent_replay.widgets.step_timeline import StepRow, StepTimeline, step_rows
-
-STATUS_STYLES = {
-    "completed": "bold $text-success",
-    "failed": "bold $text-error",
-    "timeout": "bold $text-warning",
-    "running": "bold $text-accent",
-    "forked": "bold $text-secondary",
-}
 
 
 def trace_header(trace: dict[str, Any], step_count: int) -> Content:
@@ -56,7 +49,7 @@ def trace_header(trace: dict[str, Any], step_count: int) -> Content:
             ("  ·  ", muted),
             (agent, "bold $text-primary"),
             ("  ·  ", muted),
-            (status, STATUS_STYLES.get(status, "bold")),
+            (status, status_style(status, bold=True)),
         ),
         Content.styled(" · ", muted).join(totals),
     ]

@@ -11,6 +11,7 @@ parent. Marks survive reloads, filters and sorts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ from agent_replay.store.queries import (
     list_traces,
 )
 from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.status import status_rich_style
 
 PAGE_SIZE = 200
 PREFETCH_MARGIN = 40
@@ -56,13 +58,6 @@ def hidden_columns(width: int) -> tuple[str, ...]:
 
 
 SORTS = ("time", "tokens", "duration", "cost")
-STATUS_STYLES = {
-    "completed": "green",
-    "failed": "bold red",
-    "timeout": "yellow",
-    "running": "cyan",
-    "forked": "magenta",
-}
 MARK_STYLES = {"A": "bold black on #e5c07b", "B": "bold black on #56c2b6"}
 """The ID cell's badge of a marked trace (A: before, B: after)."""
 EMPTY_STORE = (
@@ -81,14 +76,17 @@ def id_cell(trace_id: str, is_fork: bool, mark: str | None = None) -> Text:
     return text
 
 
-def trace_row(item: TraceSummary, mark: str | None = None) -> list[Any]:
-    """The table cells of one trace (producer text escaped, as plain Text)."""
+def trace_row(
+    item: TraceSummary, mark: str | None = None, theme: Mapping[str, str] | None = None
+) -> list[Any]:
+    """The table cells of one trace (producer text escaped, as plain Text); ``theme``: the
+    app's ``theme_variables``, for the status colour."""
     d = item.data
     status = d["status"]
     return [
         id_cell(item.id, item.is_fork, mark),
         Text(truncate(safe(d["agent_name"]), 28)),
-        Text(status, style=STATUS_STYLES.get(status, "")),
+        Text(status, style=status_rich_style(status, theme or {})),
         Text(fmt_int(item.step_count), justify="right"),
         Text(fmt_int(d["total_tokens"]), justify="right"),
         Text(fmt_cost(d["total_cost_usd"]), justify="right"),
@@ -225,7 +223,7 @@ class TraceListScreen(BaseScreen):
         self._show_status()
 
     def _cells(self, item: TraceSummary) -> list[Any]:
-        cells = trace_row(item, self._mark_of(item.id))
+        cells = trace_row(item, self._mark_of(item.id), self.app.theme_variables)
         return [c for c, name in zip(cells, COLUMNS, strict=True) if name not in self._hidden]
 
     def store_changed(self) -> None:
