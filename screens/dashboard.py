@@ -209,7 +209,7 @@ class DashboardScreen(BaseScreen):
             "#tools-panel": "Top failing tools",
             "#agents-panel": "Agents",
             "#statuses-panel": "Statuses",
-            "#evals-panel": "Evaluations",
+            "#evals-panel": "Evaluations · labels",
         }
         for selector, title in titles.items():
             self.query_one(selector).border_title = title
@@ -458,11 +458,18 @@ class DashboardScreen(BaseScreen):
                 _num(_pct(e.pass_rate), "red" if e.passed < e.total else "green"),
                 _num(compact(e.total)),
             )
+        # People's judgement beside the evaluators': each label and the traces carrying it.
+        for label in data.labels:
+            evals.add_row(
+                _cell("#" + label.label, 12, "bold"),
+                _num("-", "dim"),
+                _num(compact(label.traces)),
+            )
         quiet = f"No traces in the last {data.days} days"
         self._empty(self.agents_table, quiet)
         self._empty(self.statuses_table, quiet)
         self._empty(self.tools_table, "No failing tool calls" if data.totals.traces else quiet)
-        self._empty(evals, "No evaluations yet" if data.totals.traces else quiet)
+        self._empty(evals, "No evaluations or labels yet" if data.totals.traces else quiet)
 
     @staticmethod
     def _empty(table: DataTable[Any], text: str) -> None:

@@ -44,7 +44,7 @@ from agent_replay.widgets.diff_view import (
 )
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.status import status_style
-from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
+from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS, annotation_labels
 
 _MUTED = "$text-muted"
 _MAX_PATHS = 3
@@ -70,6 +70,10 @@ def _trace_line(side: str, trace: dict[str, Any], other: dict[str, Any]) -> Cont
         parent = trace["parent_trace_id"]
         named = ("A" if side == "B" else "B") if parent == other.get("id") else str(parent)
         parts.append((f"  ⑂ fork of {named} at step {trace.get('forked_from_step')}", _MUTED))
+    run_labels = annotation_labels(trace.get("annotations") or [])[0]
+    if run_labels:
+        chips = " ".join(f"#{safe(label)}" for label in run_labels)
+        parts.append((f"  {chips}", "bold $text-accent"))
     return Content.assemble(*parts)
 
 

@@ -24,7 +24,12 @@ from agent_replay.screens.base import PlainToasts, TraceScreen
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.status import status_style
 from agent_replay.widgets.step_detail import StepDetail, json_text
-from agent_replay.widgets.step_timeline import StepRow, StepTimeline, step_rows
+from agent_replay.widgets.step_timeline import (
+    StepRow,
+    StepTimeline,
+    annotation_labels,
+    step_rows,
+)
 
 
 def trace_header(trace: dict[str, Any], step_count: int) -> Content:
@@ -55,13 +60,9 @@ def trace_header(trace: dict[str, Any], step_count: int) -> Content:
     ]
     if trace.get("error"):
         lines.append(Content.styled("✗ " + safe(trace["error"]), "$text-error"))
-    run_labels = [
-        safe(a.get("label") or "")
-        for a in trace.get("annotations") or []
-        if a.get("step_number") is None
-    ]
+    run_labels = annotation_labels(trace.get("annotations") or [])[0]
     if run_labels:
-        chips = " ".join(f"#{label}" for label in run_labels)
+        chips = " ".join(f"#{safe(label)}" for label in run_labels)
         lines.append(Content.assemble(("labels ", muted), (chips, "bold $text-accent")))
     return Content("\n").join(lines)
 

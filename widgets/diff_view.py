@@ -17,7 +17,7 @@ escaped with ``display.safe`` and appended as plain text, never parsed as markup
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -34,7 +34,7 @@ from agent_replay.display import fmt_cost, fmt_int, fmt_ms, preview, safe
 from agent_replay.services.diff import FieldDiff, StepPair, TraceDiff
 from agent_replay.services.outcome import NOT_RERUN_LABEL, is_not_rerun, outcome_note
 from agent_replay.widgets.cursor_lines import CursorLines, cursor_bindings
-from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
+from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS, annotation_labels
 
 RowKind = Literal["matched", "changed", "inserted", "deleted"]
 
@@ -68,14 +68,17 @@ class DiffSide:
     name: str
     """Already escaped for the terminal."""
     failed: bool = False
+    labels: tuple[str, ...] = ()
+    """People's annotation labels on the step (escaped): shown, never compared."""
 
     @classmethod
-    def of(cls, step: dict[str, Any]) -> DiffSide:
+    def of(cls, step: dict[str, Any], labels: tuple[str, ...] = ()) -> DiffSide:
         return cls(
             number=int(step["step_number"]),
             step_type=str(step.get("step_type")),
             name=safe(step.get("name") or ""),
             failed=bool(step.get("error")) or step.get("step_type") == "error",
+            labels=tuple(safe(label) for label in labels),
         )
 
 
@@ -102,7 +105,13 @@ class DiffRow:
         return self.kind != "matched"
 
     @classmethod
-    def of_pair(cls, pair: StepPair, index: int) -> DiffRow:
+    def of_pair(
+        cls,
+        pair: StepPair,
+        index: int,
+        labels: tuple[Mapping[int, tuple[str, ...]], Mapping[int, tuple[str, ...]]] = ({}, {}),
+    ) -> DiffRow:
+        """The line of ``pair``; ``labels``: A's and B's step labels by step number."""
         note = ""
         if pair.moved_from is not None:
             note = f"moved from A#{pair.moved_from}"
@@ -115,8 +124,8 @@ class DiffRow:
                 note = f"{note} · {label} {NOT_RERUN_LABEL}".lstrip(" ·")
         return cls(
             kind=pair.kind,
-            a=DiffSide.of(pair.a) if pair.a is not None else None,
-            b=DiffSide.of(pair.b) if pair.b is not None else None,
+            a=_side(pair.a, labels[0]),
+            b=_side(pair.b, labels[1]),
             tokens=line_change(pair.kind, pair.tokens.a, pair.tokens.b),
             duration_ms=line_change(pair.kind, pair.duration_ms.a, pair.duration_ms.b),
             pair_index=index,
@@ -127,6 +136,12 @@ class DiffRow:
     def of_trace(cls, part: Literal["input", "outcome"], fields: Sequence[str]) -> DiffRow:
         side = DiffSide(None, "trace", ", ".join(fields))
         return cls("changed", side, side, trace_part=part, note=", ".join(fields))
+
+
+def _side(step: dict[str, Any] | None, labels: Mapping[int, tuple[str, ...]]) -> DiffSide | None:
+    if step is None:
+        return None
+    return DiffSide.of(step, labels.get(int(step["step_number"]), ()))
 
 
 def line_change(kind: str, a: float | None, b: float | None) -> float | None:
@@ -144,7 +159,11 @@ def diff_rows(diff: TraceDiff) -> list[DiffRow]:
     rows: list[DiffRow] = []
     if diff.input_differences:
         rows.append(DiffRow.of_trace("input", ["input"]))
-    rows.extend(DiffRow.of_pair(pair, index) for index, pair in enumerate(diff.pairs))
+    labels = (
+        annotation_labels(diff.a.get("annotations") or [])[1],
+        annotation_labels(diff.b.get("annotations") or [])[1],
+    )
+    rows.extend(DiffRow.of_pair(pair, index, labels) for index, pair in enumerate(diff.pairs))
     outcome = [d.field for d in diff.trace_differences if d.field != "input"]
     if outcome:
         rows.append(DiffRow.of_trace("outcome", list(dict.fromkeys(outcome))))
@@ -218,6 +237,7 @@ class DiffView(CursorLines):
         "diff-view--gap",
         "diff-view--failed",
         "diff-view--trace",
+        "diff-view--label",
         *(f"diff-view--mark-{kind}" for kind in MARKS),
         *(f"diff-view--{step_type}" for step_type in STEP_ICONS),
     }
@@ -237,6 +257,7 @@ class DiffView(CursorLines):
         & > .diff-view--gap { color: $foreground 12%; }
         & > .diff-view--failed { color: $text-error; }
         & > .diff-view--trace { color: $text-secondary; text-style: bold; }
+        & > .diff-view--label { color: $text-accent; text-style: bold; }
         & > .diff-view--cursor { background: $block-cursor-blurred-background; }
         &:focus > .diff-view--cursor {
             background: $block-cursor-background;
@@ -410,8 +431,13 @@ class DiffView(CursorLines):
             name.stylize(muted)
         elif side.failed:
             name.stylize(self._style("failed"))
+        chips = Text(end="")
+        for label in side.labels:  # people's labels: kept, the name is cut first
+            chips.append(f" #{label[:16]}", self._style("label"))
         if side is row.b and row.note and row.trace_part is None:
             name.append("  " + row.note, muted)
+        name.truncate(max(1, width - text.cell_len - chips.cell_len), overflow="ellipsis")
+        name.append_text(chips)
         name.truncate(max(1, width - text.cell_len), overflow="ellipsis", pad=True)
         text.append_text(name)
         if row.kind == lone:

@@ -128,6 +128,23 @@ def _parent_of(step: Mapping[str, Any]) -> int | None:
     return None
 
 
+def annotation_labels(
+    annotations: Sequence[Mapping[str, Any]],
+) -> tuple[tuple[str, ...], dict[int, tuple[str, ...]]]:
+    """People's labels of a trace (its ``annotations``, oldest first): the run's, and each
+    step's by step number. Producer-free but person-written text: escape before showing."""
+    run: list[str] = []
+    steps: dict[int, tuple[str, ...]] = {}
+    for annotation in annotations:
+        label = str(annotation.get("label") or "")
+        number = annotation.get("step_number")
+        if isinstance(number, int):
+            steps[number] = (*steps.get(number, ()), label)
+        elif number is None:
+            run.append(label)
+    return tuple(run), steps
+
+
 def step_rows(
     steps: Sequence[Mapping[str, Any]],
     annotations: Sequence[Mapping[str, Any]] = (),
@@ -135,11 +152,7 @@ def step_rows(
     """The timeline's rows of a trace's steps (in step order), with nesting depth, the
     number of nested steps under each and the steps' annotation labels. Linear in the steps
     times their depth."""
-    labels: dict[int, tuple[str, ...]] = {}
-    for annotation in annotations:
-        number = annotation.get("step_number")
-        if isinstance(number, int):
-            labels[number] = (*labels.get(number, ()), str(annotation.get("label") or ""))
+    labels = annotation_labels(annotations)[1]
     depth: dict[int, int] = {}
     parents: dict[int, int | None] = {}
     children: dict[int, int] = {}

@@ -41,6 +41,8 @@ MAX_TOOLS = 20
 """Failing tools listed (most errors first)."""
 MAX_MODELS = 20
 """Models listed in the cost breakdown (most expensive first)."""
+MAX_LABELS = 20
+"""Annotation labels listed (most used first)."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +226,8 @@ class DashboardData:
     cost_by_model_per_day: dict[dt.date, list[ModelCost]] = field(default_factory=dict)
     """Each day of the window (oldest first, zero-filled): its models, most expensive first."""
     evals: EvalStats = field(default_factory=EvalStats)
+    labels: list[stats.LabelGroup] = field(default_factory=list)
+    """People's annotation labels on the window's traces, most used first."""
     guard: GuardStats = field(default_factory=GuardStats)
     step_cache: StepCache = field(default_factory=StepCache)
     """Pass it to the next ``load_dashboard`` to reuse unchanged days."""
@@ -313,6 +317,7 @@ def load_dashboard(
         cost_by_model=_models([g for day in dates for g in cache.models.get(day, [])]),
         cost_by_model_per_day=per_model_day,
         evals=evals,
+        labels=stats.label_groups(store, window, limit=MAX_LABELS),
         guard=GuardStats(
             checks=sum(g.steps for g in step_groups if g.step_type == "guard_check"),
             blocks=sum(g.blocks for g in step_groups),

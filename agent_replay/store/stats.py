@@ -21,7 +21,7 @@ or Rich.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from agent_replay.store.db import Store
 from agent_replay.store.writes import execute
@@ -103,6 +103,16 @@ class EvalGroup:
     evaluator: str
     total: int
     passed: int
+
+
+@dataclass(frozen=True)
+class LabelGroup:
+    """People's annotations of one label on the window's traces (runs or their steps)."""
+
+    label: str
+    annotations: int
+    traces: int
+    """Distinct traces carrying the label."""
 
 
 @dataclass(frozen=True)
@@ -226,6 +236,32 @@ def eval_groups(store: Store, window: Window) -> list[EvalGroup]:
         _params(window),
     ).fetchall()
     return [EvalGroup(r[0], int(r[1]), int(r[2])) for r in rows]
+
+
+def label_groups(store: Store, window: Window, limit: int = 20) -> list[LabelGroup]:
+    """Annotation labels on the traces started in the window, most used first (Peewee's
+    query builder: the same query on SQLite and PostgreSQL)."""
+    from peewee import fn
+
+    from agent_replay.store.models import AnnotationRow, TraceRow
+
+    count = fn.COUNT(AnnotationRow.id)
+    query = (
+        AnnotationRow.select(
+            AnnotationRow.label, count, fn.COUNT(AnnotationRow.trace_id.distinct())
+        )
+        .join(TraceRow, on=(AnnotationRow.trace_id == TraceRow.id))
+        .where(
+            (TraceRow.started_at_ms >= window.start_ms) & (TraceRow.started_at_ms < window.end_ms)
+        )
+        .group_by(AnnotationRow.label)
+        .order_by(count.desc(), AnnotationRow.label)
+        .limit(limit)
+        .bind(store.db)
+        .tuples()
+    )
+    rows = cast("list[tuple[Any, ...]]", list(query))  # .tuples(): plain rows, not models
+    return [LabelGroup(str(label), int(n), int(traces)) for label, n, traces in rows]
 
 
 def policy_counts(store: Store) -> PolicyCounts:

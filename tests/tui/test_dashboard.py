@@ -265,3 +265,24 @@ def test_day_labels_sit_under_their_tick_marks() -> None:
     assert out[1] == axis
     # 05-31 is pushed left to fit; 05-29 would touch 05-30.
     assert out[2] == "  05-28   05-30 05-31"
+
+
+async def test_annotation_labels_are_counted_beside_the_evaluations(seeded_store, tui) -> None:
+    """People's labels on the window's traces: one row each, with the traces carrying it."""
+    from agent_replay.services.recorder import TraceRecorder
+
+    recorder = TraceRecorder(seeded_store, clock=CLOCK)
+    with seeded_store.db.connection_context():
+        recorder.annotate("trc_demo4goodrun", label="good")
+        recorder.annotate("trc_demo4goodrun", label="good", step_number=2)
+        recorder.annotate("trc_demo1ungrounded", label="good")
+    app = tui(seeded_store, initial_mode="dashboard")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        data = app.screen.data
+        assert data is not None
+        assert [(g.label, g.annotations, g.traces) for g in data.labels] == [("good", 3, 2)]
+        table = app.screen.query_one("#evals-table", DataTable)
+        cells = [table.get_row_at(i) for i in range(table.row_count)]
+        assert [c[0].plain for c in cells][-1] == "#good"
+        assert cells[-1][2].plain == "2"

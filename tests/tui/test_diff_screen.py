@@ -413,3 +413,26 @@ async def test_enter_on_a_diff_row_opens_that_step_in_its_timeline(seeded_store,
         await settle(pilot)
         assert isinstance(app.screen, TimelineScreen) and app.screen.trace_id == GOOD
         assert row.a is not None and app.screen.timeline.selected_step == row.a.number
+
+
+async def test_annotation_labels_show_in_the_diff(seeded_store, tui) -> None:
+    """A run label shows in the summary and a step label beside the step: people's
+    judgement is shown, never counted as a difference."""
+    from agent_replay.services.recorder import TraceRecorder
+
+    recorder = TraceRecorder(seeded_store, clock=CLOCK)
+    with seeded_store.db.connection_context():
+        recorder.annotate(GOOD, label="golden")
+        recorder.annotate(REGRESSED, label="wrong-date", step_number=3)
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await app.push_screen(DiffScreen(GOOD, REGRESSED))
+        await settle(pilot)
+        summary = str(app.screen.query_one("#diff-summary").render())
+        assert "#golden" in summary.splitlines()[0]
+        view = _view(app)
+        (row,) = [r for r in view.rows if r.b is not None and r.b.number == 3]
+        assert row.b is not None and row.b.labels == ("wrong-date",)
+        index = list(view.rows).index(row)
+        assert "#wrong-date" in view.render_row(index, 120, False).text

@@ -208,6 +208,27 @@ def test_eval_pass_rate(handcrafted: Store, clock: FixedClock) -> None:
     assert evals.pass_rate == pytest.approx(1 / 3)
 
 
+def test_annotation_labels(handcrafted: Store, clock: FixedClock) -> None:
+    """Labels on the window's traces (runs and steps), most used first; a trace outside the
+    window does not count."""
+    from agent_replay.services.recorder import TraceRecorder
+
+    recorder = TraceRecorder(handcrafted, clock=clock)
+    for trace_id, label, step in [
+        ("trc_t1", "good", None),
+        ("trc_t1", "good", 1),
+        ("trc_t2", "good", None),
+        ("trc_t2", "wrong-tool", 2),
+        ("trc_t4", "wrong-tool", None),  # before the window
+    ]:
+        recorder.annotate(trace_id, label=label, step_number=step)
+    labels = load_dashboard(handcrafted, clock).labels
+    assert [(g.label, g.annotations, g.traces) for g in labels] == [
+        ("good", 3, 2),
+        ("wrong-tool", 1, 1),
+    ]
+
+
 def test_guard_blocks_and_policies(handcrafted: Store, clock: FixedClock) -> None:
     """Blocks: deny verdict, error, BLOCK decision in metadata, a plain "blocked" output.
 
