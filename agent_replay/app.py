@@ -20,8 +20,9 @@ from textual.worker import Worker, WorkerState
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.messages import OpenTraces, StoreChanged
+from agent_replay.store.changes import ChangeSignal
 from agent_replay.store.db import Store
-from agent_replay.store.live import ChangeSignal, LiveFilter
+from agent_replay.store.live import LiveFilter
 
 THEME = "textual-dark"
 
@@ -156,7 +157,7 @@ class AgentReplayApp(App[int]):
 
     def check_store(self) -> None:
         """Ask whether another connection committed since the last check, in a worker
-        (cheap: ``store.live.ChangeSignal``, one pragma on SQLite, one WAL position on
+        (cheap: ``store.changes.ChangeSignal``, one pragma on SQLite, one WAL position on
         PostgreSQL when idle); the first check takes the baseline."""
         if not any(w.group == "store-watch" and not w.is_finished for w in self.workers):
             self._check_store()

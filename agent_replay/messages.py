@@ -17,7 +17,7 @@ class OpenTraces(Message):
 
 @dataclass
 class StoreChanged(Message):
-    """Another connection committed to the store (``store.live.ChangeSignal``): the app
+    """Another connection committed to the store (``store.changes.ChangeSignal``): the app
     tells the current screen, which refreshes what it shows in place."""
 
     version: int = 0

@@ -34,7 +34,6 @@ from agent_replay.widgets.diff_view import (
     MARKS,
     DiffRow,
     DiffView,
-    PairDetail,
     change_style,
     diff_rows,
     first_divergence_row,
@@ -43,6 +42,7 @@ from agent_replay.widgets.diff_view import (
     signed_ms,
 )
 from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.pair_detail import PairDetail
 from agent_replay.widgets.status import status_style
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS, annotation_labels
 

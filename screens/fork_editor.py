@@ -53,8 +53,8 @@ from agent_replay.services.fork import (
     parse_modification,
 )
 from agent_replay.trace.io import dumps_bytes
-from agent_replay.widgets.diff_view import field_diff_lines
 from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.pair_detail import field_diff_lines
 from agent_replay.widgets.step_detail import json_text
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
 

@@ -16,7 +16,8 @@ from agent_replay.services.fork import InputEdit, fork_trace
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
 from agent_replay.widgets.cursor_lines import STRIP_CACHE_SIZE
-from agent_replay.widgets.diff_view import DiffView, PairDetail
+from agent_replay.widgets.diff_view import DiffView
+from agent_replay.widgets.pair_detail import PairDetail
 
 GOOD = "trc_demo4goodrun"
 REGRESSED = "trc_demo5regressed"
