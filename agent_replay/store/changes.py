@@ -7,28 +7,50 @@ No Textual, no Rich: the app calls it from a thread worker.
 
 from __future__ import annotations
 
+from peewee import SQL, Case, Select, fn
+
 from agent_replay.store.db import Store, shared_connection
 from agent_replay.store.live import data_version
-from agent_replay.store.writes import execute
+from agent_replay.store.models import (
+    AnnotationRow,
+    DecisionRow,
+    EvalRow,
+    SnapshotRow,
+    StepRow,
+    TraceRow,
+)
 
-# Everything a screen shows moves one of these when a writer commits: new traces, steps,
-# decisions, snapshots, evals or annotations (arrival sequences and counts, each an index seek
-# or an index-only count), a step closed (the partial index of open steps), a trace finished
-# (the status index). On PostgreSQL only; SQLite has ``data_version``.
-_PG_FINGERPRINT = (
-    "SELECT (SELECT count(*) FROM traces), "
-    "(SELECT count(*) FROM traces WHERE status = 'running'), "
-    "(SELECT max(seq) FROM steps), (SELECT count(*) FROM steps WHERE is_open = 1), "
-    "(SELECT max(seq) FROM decisions), (SELECT max(seq) FROM snapshots), "
-    "(SELECT max(seq) FROM evals), (SELECT count(*) FROM evals), "
-    "(SELECT max(seq) FROM annotations), (SELECT count(*) FROM annotations)"
-)
-# The cluster's WAL position: unchanged means nothing was committed anywhere, so an idle poll
-# is this one call (a standby reports what it replayed).
-_PG_WAL = (
-    "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-    "ELSE pg_current_wal_lsn() END::text"
-)
+
+def _pg_fingerprint() -> Select:
+    """Everything a screen shows moves one of these when a writer commits: new traces, steps,
+    decisions, snapshots, evals or annotations (arrival sequences and counts, each an index
+    seek or an index-only count), a step closed (the partial index of open steps), a trace
+    finished (the status index). PostgreSQL only (``seq``: migration 0007)."""
+    seq = SQL("seq")
+    rows = fn.COUNT(SQL("*"))
+    return Select(
+        columns=[
+            TraceRow.select(rows),
+            TraceRow.select(rows).where(TraceRow.status == "running"),
+            StepRow.select(fn.MAX(seq)),
+            StepRow.select(rows).where(StepRow.is_open == 1),
+            DecisionRow.select(fn.MAX(seq)),
+            SnapshotRow.select(fn.MAX(seq)),
+            EvalRow.select(fn.MAX(seq)),
+            EvalRow.select(rows),
+            AnnotationRow.select(fn.MAX(seq)),
+            AnnotationRow.select(rows),
+        ]
+    )
+
+
+def _pg_wal() -> Select:
+    """The cluster's WAL position: unchanged means nothing was committed anywhere, so an idle
+    poll is this one call (a standby reports what it replayed)."""
+    position = Case(
+        None, [(fn.pg_is_in_recovery(), fn.pg_last_wal_replay_lsn())], fn.pg_current_wal_lsn()
+    )
+    return Select(columns=[position.cast("text")])
 
 
 class ChangeSignal:
@@ -37,7 +59,7 @@ class ChangeSignal:
 
     SQLite: ``PRAGMA data_version``. PostgreSQL has no such counter: the WAL position says
     whether anything at all was committed on the server (one function call when idle), and
-    only then a fingerprint of this store's tables (``_PG_FINGERPRINT``) says whether it was
+    only then a fingerprint of this store's tables (``_pg_fingerprint``) says whether it was
     this store (other schemas and databases share the WAL).
     """
 
@@ -53,11 +75,11 @@ class ChangeSignal:
         if store.is_sqlite:
             token: object = data_version(store)
         else:
-            wal = str(execute(store, _PG_WAL).fetchone()[0])
+            wal = str(store.db.execute(_pg_wal()).fetchone()[0])
             if wal == self._wal:
                 return False
             self._wal = wal
-            token = tuple(execute(store, _PG_FINGERPRINT).fetchone())
+            token = tuple(store.db.execute(_pg_fingerprint()).fetchone())
         last, self._token = self._token, token
         return last is not None and token != last
 
