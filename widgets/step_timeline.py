@@ -434,12 +434,14 @@ class StepTimeline(CursorLines):
         hidden = "" if with_type else " (type: icon" + (")" if with_bar else ", no bar)")
         text.append(("NAME" + hidden)[:name_width].ljust(name_width + 1), style)
         bar = _BAR_WIDTH + 1 if with_bar else 0
+        if self._new_below:
+            # In place of the duration and token titles, so no title is cut mid-word.
+            note = f"{self._new_below:,} new ↓"
+            text.append(note.rjust(bar + _DURATION_WIDTH + _TOKENS_WIDTH + 1) + " ", style)
+            text.stylize(self._style("new"), len(text) - len(note) - 1, len(text) - 1)
+            return text
         text.append("DURATION".rjust(bar + _DURATION_WIDTH) + " ", style)
         text.append("TOKENS".rjust(_TOKENS_WIDTH) + " ", style)
-        if self._new_below:
-            note = f" {self._new_below:,} new ↓ "
-            text.truncate(max(0, width - len(note)), pad=True)
-            text.append(note, self._style("new"))
         return text
 
     def render_row(self, index: int, width: int, is_cursor: bool) -> Strip:
