@@ -82,14 +82,8 @@ def command(
       agent-replay record --json < events.jsonl
     """
     from agent_replay.commands._common import open_or_create, redaction
-    from agent_replay.services.capture.events import (
-        EventEngine,
-        FdReader,
-        Interrupted,
-        NativeSink,
-        finish,
-        pump,
-    )
+    from agent_replay.services.capture.events import EventEngine
+    from agent_replay.services.capture.pump import FdReader, Interrupted, NativeSink, finish, pump
 
     # A batch holds thousands of short-lived, acyclic dicts (events, steps, rows): with the
     # default thresholds the cyclic collector rescans the whole heap every few hundred

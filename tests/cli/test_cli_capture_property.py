@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from agent_replay.cli import main
 from agent_replay.errors import AgentReplayError
-from agent_replay.services.capture.events import EVENT_TYPES, FIELDS
+from agent_replay.services.capture.protocol import EVENT_TYPES, FIELDS
 from agent_replay.services.capture.run import run_traced
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store, open_store

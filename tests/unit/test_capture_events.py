@@ -13,14 +13,9 @@ from typing import Any
 import pytest
 
 from agent_replay.clock import FixedClock
-from agent_replay.services.capture.events import (
-    EventEngine,
-    EventReport,
-    FdReader,
-    NativeSink,
-    finish,
-    pump,
-)
+from agent_replay.services.capture.events import EventEngine
+from agent_replay.services.capture.protocol import EventReport
+from agent_replay.services.capture.pump import FdReader, NativeSink, finish, pump
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.queries import get_trace, list_traces, trace_json

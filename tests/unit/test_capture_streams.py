@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from captures import HARNESS
 
-from agent_replay.services.capture.events import EventEngine, FdReader, finish, pump
+from agent_replay.services.capture.events import EventEngine
+from agent_replay.services.capture.pump import FdReader, finish, pump
 from agent_replay.services.capture.streams import make_sink, shell_failure
 from agent_replay.store.db import Store
 from agent_replay.store.queries import get_trace

@@ -34,15 +34,9 @@ from typing import Any
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError
 from agent_replay.paths import ENV_DB_URL, ENV_DIR, db_path, make_private_dir
-from agent_replay.services.capture.events import (
-    EventEngine,
-    EventReport,
-    FdReader,
-    NativeSink,
-    Warn,
-    finish,
-    pump,
-)
+from agent_replay.services.capture.events import EventEngine
+from agent_replay.services.capture.protocol import EventReport, Warn
+from agent_replay.services.capture.pump import FdReader, NativeSink, finish, pump
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import DB_ERRORS, open_store
 

@@ -30,7 +30,8 @@ from typing import Any
 import orjson
 
 from agent_replay.services.capture import vocabulary
-from agent_replay.services.capture.events import EventEngine, LineSink
+from agent_replay.services.capture.events import EventEngine
+from agent_replay.services.capture.pump import LineSink
 
 # A failed shell command's text: "Exit code 1" / "Exit Code: 1" (Claude, Gemini's full format).
 _EXIT_CODE = re.compile(r"(?im)^\s*exit code:?\s*(-?\d+)\s*$")
