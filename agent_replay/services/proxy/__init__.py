@@ -8,7 +8,9 @@ served again, byte-identical, for the recorded prefix of a trace, and the re-run
 a fork of it.
 
 Modules:
-    apis: what each provider API looks like (routing, request hash, response assembly).
+    apis: what each provider API looks like: routing, the request hash, a request's prompt.
+    replies: reading a reply (one body or the API's stream) into text, tool calls, usage.
+    answers: what the proxy answers itself: error bodies, ``--override`` responses.
     session: which trace an exchange belongs to (session headers, the client process).
     recording: the writer thread that turns exchanges into steps (through ``TraceRecorder``).
     replay: the recorded exchanges of a trace, the matching state and the re-run's fork.

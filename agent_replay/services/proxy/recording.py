@@ -34,14 +34,8 @@ from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.services.capture.hooks import DIALECTS
-from agent_replay.services.proxy.apis import (
-    PRICE_PROVIDERS,
-    ParsedRequest,
-    Reply,
-    Route,
-    first_prompt,
-    read_reply,
-)
+from agent_replay.services.proxy.apis import PRICE_PROVIDERS, ParsedRequest, Route, first_prompt
+from agent_replay.services.proxy.replies import Reply, read_reply
 from agent_replay.services.proxy.session import SessionKey
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store

@@ -31,7 +31,8 @@ from typing import Any, Literal
 
 from agent_replay.clock import Clock
 from agent_replay.errors import UsageError
-from agent_replay.services.proxy.apis import ParsedRequest, Route, override_chunks
+from agent_replay.services.proxy.answers import override_chunks
+from agent_replay.services.proxy.apis import ParsedRequest, Route
 from agent_replay.services.proxy.recording import (
     Exchange,
     ServedMark,

@@ -27,12 +27,12 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 from multidict import CIMultiDict
 
 from agent_replay.errors import UsageError
+from agent_replay.services.proxy.answers import error_body
 from agent_replay.services.proxy.apis import (
     DEFAULT_UPSTREAMS,
     ParsedRequest,
     Provider,
     Route,
-    error_body,
     parse_request,
     route,
     upstream_url,
