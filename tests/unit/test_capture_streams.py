@@ -14,7 +14,8 @@ from captures import HARNESS
 
 from agent_replay.services.capture.events import EventEngine
 from agent_replay.services.capture.pump import FdReader, finish, pump
-from agent_replay.services.capture.streams import make_sink, shell_failure
+from agent_replay.services.capture.stream_sink import shell_failure
+from agent_replay.services.capture.streams import make_sink
 from agent_replay.store.db import Store
 from agent_replay.store.queries import get_trace
 from agent_replay.trace.models import Trace
