@@ -31,7 +31,8 @@ from textual.worker import Worker, WorkerState
 from agent_replay.display import fmt_int, fmt_time, safe, truncate
 from agent_replay.screens.base import BaseScreen
 from agent_replay.services.liveness import finalize_orphans
-from agent_replay.store.live import LiveFeed, LiveFilter, LiveStep, LiveTrace, LiveUpdate
+from agent_replay.store.live import LiveFilter, LiveStep, LiveTrace, LiveUpdate
+from agent_replay.store.live_feed import LiveFeed
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.live_steps import LiveStepRow, LiveSteps
 from agent_replay.widgets.status import status_style

@@ -14,7 +14,6 @@ from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.live import (
     LiveCursor,
-    LiveFeed,
     LiveFilter,
     max_rowids,
     steps_after,
@@ -23,6 +22,7 @@ from agent_replay.store.live import (
     trace_live_steps,
     watched_traces,
 )
+from agent_replay.store.live_feed import LiveFeed
 from agent_replay.store.writes import execute
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
