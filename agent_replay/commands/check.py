@@ -67,7 +67,8 @@ def command(
 
     from agent_replay.commands._common import Painter, emit_json, open_existing, use_color
     from agent_replay.commands._filters import build_filter
-    from agent_replay.services.golden import CheckReport, check_runs, load_golden, parse_fields
+    from agent_replay.services.golden import load_golden
+    from agent_replay.services.golden_check import CheckReport, check_runs, parse_fields
 
     chosen = parse_fields(fields)
     filters = build_filter(None, agent, tag, since, None)

@@ -19,18 +19,15 @@ from agent_replay.services.fork import InputEdit, fork_trace
 from agent_replay.services.golden import (
     DEFAULT_FIELDS,
     FINGERPRINT_FIELDS,
-    CheckReport,
     GoldenSet,
-    check_runs,
-    compare,
     export_golden,
     fingerprint,
     iter_golden_runs,
     load_golden,
-    parse_fields,
     parse_golden,
     write_golden,
 )
+from agent_replay.services.golden_check import CheckReport, check_runs, compare, parse_fields
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
 from agent_replay.store.queries import TraceFilter
