@@ -295,7 +295,7 @@ def test_ai_command(
 
     from agent_replay.commands._common import emit_json, safe, truncate
     from agent_replay.config import load_config
-    from agent_replay.services.evals.ai import call_cost
+    from agent_replay.services.evals.ask import call_cost
     from agent_replay.services.evals.providers import Message, open_client, resolve_ai
 
     settings = resolve_ai(load_config(_store_dir(store_dir)), provider=provider, model=model)

@@ -10,6 +10,8 @@ Modules:
     rubric       custom rubrics (YAML/JSON: regex criteria run with RE2, in linear time).
     ai           the AI presets (ai-root-cause, ai-quality-review, ai-security-audit,
                  ai-optimization): prompts, reply schemas, scoring.
+    ask          asking a model for JSON (validated, retried once), what each call costs,
+                 and how much trace text the budget leaves room for.
     providers    one call to Anthropic, Google or OpenAI through the official SDK.
     prompt       the trace as untrusted, fenced data, summarized to fit a size.
     prices       token prices (the maintained ``genai-prices`` table) and cost estimates.

@@ -19,13 +19,8 @@ from typing import Any, Literal, Protocol
 from pydantic import Field
 
 from agent_replay.clock import Clock
-from agent_replay.services.evals.ai import (
-    QUOTE_RULES,
-    CallStats,
-    _Reply,
-    ask_json,
-    trace_budget_bytes,
-)
+from agent_replay.services.evals.ai import QUOTE_RULES, _Reply
+from agent_replay.services.evals.ask import CallStats, ask_json, trace_budget_bytes
 from agent_replay.services.evals.budget import Budget
 from agent_replay.services.evals.prompt import Fence, render_trace
 from agent_replay.services.evals.providers import AISettings, ProviderClient, open_client

@@ -27,7 +27,7 @@ from typing import Any
 from agent_replay.clock import Clock
 from agent_replay.config import Config
 from agent_replay.errors import UsageError
-from agent_replay.services.evals.ai import call_cost, check_budget
+from agent_replay.services.evals.ask import call_cost, check_budget
 from agent_replay.services.evals.budget import Budget
 from agent_replay.services.evals.providers import (
     Message,

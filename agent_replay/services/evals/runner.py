@@ -27,7 +27,8 @@ from typing import Any
 
 from agent_replay.clock import Clock
 from agent_replay.errors import UsageError
-from agent_replay.services.evals.ai import AI_PRESETS, CallStats, run_ai_preset
+from agent_replay.services.evals.ai import AI_PRESETS, run_ai_preset
+from agent_replay.services.evals.ask import CallStats
 from agent_replay.services.evals.budget import Budget
 from agent_replay.services.evals.errors import (
     AIAuthError,
