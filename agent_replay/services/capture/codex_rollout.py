@@ -27,7 +27,8 @@ mid-turn (a turn started and never completed or was aborted, a tool call without
 the session was killed, interrupted or is still running; ``completed`` otherwise. Rollouts
 from versions that record no turn events are complete when the last response answered.
 A failed tool call does not fail the trace. Record and event kinds this importer does not
-know, unreadable lines and outputs without their call are skipped and counted.
+know, unreadable lines and outputs without their call are skipped and counted (the kinds it
+knows, and how a tool output is read: ``codex_records``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,15 @@ from pathlib import Path
 from typing import Any
 
 from agent_replay.services.capture import vocabulary
+from agent_replay.services.capture.codex_records import (
+    CALL_TYPES,
+    ENVELOPES,
+    IGNORED_EVENTS,
+    ITEM_TYPES,
+    OUTPUT_TYPES,
+    exit_code_of,
+    parse_output,
+)
 from agent_replay.services.capture.session_writer import (
     CODEX_ROLLOUT,
     SessionWriter,
@@ -57,64 +67,6 @@ from agent_replay.trace.io import loads
 FORMAT = CODEX_ROLLOUT
 AGENT_NAME = "codex"
 
-_ENVELOPES = frozenset(
-    {
-        "session_meta",
-        "response_item",
-        "event_msg",
-        "turn_context",
-        "compacted",
-        "world_state",
-        "token_usage_record",
-    }
-)
-_IGNORED_RECORDS = frozenset({"compacted", "world_state", "token_usage_record"})
-# Older rollouts write response items without the envelope.
-_ITEM_TYPES = frozenset(
-    {
-        "message",
-        "reasoning",
-        "function_call",
-        "function_call_output",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "local_shell_call",
-        "web_search_call",
-    }
-)
-_CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
-_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
-# Events that repeat what the response items already hold, or carry nothing for the trace.
-_IGNORED_EVENTS = frozenset(
-    {
-        "agent_message",
-        "agent_message_delta",
-        "agent_reasoning",
-        "agent_reasoning_delta",
-        "agent_reasoning_raw_content",
-        "agent_reasoning_section_break",
-        "thread_settings_applied",
-        "session_configured",
-        "item_started",
-        "item_updated",
-        "exec_command_begin",
-        "exec_command_output_delta",
-        "patch_apply_begin",
-        "mcp_tool_call_begin",
-        "mcp_tool_call_end",
-        "web_search_begin",
-        "web_search_end",
-        "view_image_tool_call",
-        "turn_diff",
-        "plan_update",
-        "background_event",
-        "stream_error",
-        "entered_review_mode",
-        "exited_review_mode",
-        "context_compacted",
-    }
-)
-_EXIT_CODE = re.compile(r"(?:Process exited with code|Exit code:)\s*(-?\d+)")
 _SESSION_IN_NAME = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 _RECORD_ERRORS = (KeyError, TypeError, AttributeError, ValueError, IndexError)
 
@@ -124,7 +76,7 @@ MID_TURN = "the rollout ends mid-turn: the session was interrupted or is still r
 
 def sniff(record: dict[str, Any]) -> bool:
     """Whether a record looks like a Codex rollout line."""
-    if "payload" in record and record.get("type") in _ENVELOPES:
+    if "payload" in record and record.get("type") in ENVELOPES:
         return True
     if "type" not in record and isinstance(record.get("id"), str) and "instructions" in record:
         return True  # the header line of the oldest rollouts
@@ -226,7 +178,7 @@ class _Rollout:
         if "payload" in record:
             self.wrapped = True
             payload = record["payload"]
-            if kind not in _ENVELOPES or not isinstance(payload, dict):
+            if kind not in ENVELOPES or not isinstance(payload, dict):
                 writer.skip(str(kind))
                 return
             writer.known += 1
@@ -238,7 +190,7 @@ class _Rollout:
                 self._event(payload, at)
             elif kind == "turn_context" and isinstance(payload.get("model"), str):
                 self.model = payload["model"]
-        elif kind in _ITEM_TYPES:
+        elif kind in ITEM_TYPES:
             writer.known += 1
             self._item(record, at)
         elif kind is None and "instructions" in record and isinstance(record.get("id"), str):
@@ -306,7 +258,7 @@ class _Rollout:
                     model=self.model,
                     caused_by_step=reply.step,
                 )
-        elif kind in _CALL_TYPES:
+        elif kind in CALL_TYPES:
             self._call(item, self._reply(at), at)
         elif kind == "web_search_call":
             reply = self._reply(at)
@@ -321,7 +273,7 @@ class _Rollout:
                 error="the search failed" if item.get("status") == "failed" else None,
             )
             reply.tool_calls += 1
-        elif kind in _OUTPUT_TYPES:
+        elif kind in OUTPUT_TYPES:
             self._output(item, at)
         else:
             self.writer.skip(f"response_item {kind}")
@@ -423,7 +375,7 @@ class _Rollout:
         if call is None:
             self.writer.skip("tool output without its call")
             return
-        output, exit_code, success = _parse_output(item.get("output"))
+        output, exit_code, success = parse_output(item.get("output"))
         info = self.exec_info.pop(str(call_id), {})
         if info.get("exit_code") is not None:
             exit_code = info["exit_code"]
@@ -467,7 +419,7 @@ class _Rollout:
         elif kind == "item_completed":
             self._item_completed(event.get("item"), at)
         elif kind == "exec_command_end":
-            self._exec_info(event.get("call_id"), exit_code=_exit_code(event.get("exit_code")))
+            self._exec_info(event.get("call_id"), exit_code=exit_code_of(event.get("exit_code")))
         elif kind == "patch_apply_end":
             status = "completed" if event.get("success") is not False else "failed"
             self._exec_info(event.get("call_id"), status=status)
@@ -487,7 +439,7 @@ class _Rollout:
         elif kind == "error":
             message = event.get("message")
             self._error(message if isinstance(message, str) else "error", at)
-        elif kind not in _IGNORED_EVENTS:
+        elif kind not in IGNORED_EVENTS:
             self.writer.skip(f"event_msg {kind}")
 
     def _item_completed(self, item: Any, at: str | None) -> None:
@@ -501,7 +453,7 @@ class _Rollout:
         elif kind == "CommandExecution":
             self._exec_info(
                 item.get("id"),
-                exit_code=_exit_code(item.get("exit_code")),
+                exit_code=exit_code_of(item.get("exit_code")),
                 status=item.get("status"),
             )
         elif isinstance(item.get("status"), str):
@@ -622,7 +574,7 @@ def tool_outcome(
     it: a non-zero exit code (given, or in the output's header), ``success`` false, or a hook's
     block (its reason is the error; the call never ran, so there is no output). Shared with the
     OTLP mapping of Codex's ``codex.tool_result`` events."""
-    output, found, ok = _parse_output(raw)
+    output, found, ok = parse_output(raw)
     exit_code = exit_code if exit_code is not None else found
     if ok is None:
         ok = success
@@ -637,37 +589,3 @@ def tool_outcome(
         detail = first_line(output if isinstance(output, str) else None)
         return output, f"{error}: {detail}" if detail else error, metadata
     return output, None, metadata
-
-
-def _exit_code(value: Any) -> int | None:
-    """An exit code (negative for a signal), or ``None``."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _parse_output(raw: Any) -> tuple[Any, int | None, bool | None]:
-    """A tool output as ``(output, exit code, success)``, from the forms Codex has written:
-    a plain string, a ``Process exited with code N … Output:`` header over the output, a
-    JSON ``{"output": …, "metadata": {"exit_code": N}}`` string, or ``{content, success}``."""
-    success = None
-    if isinstance(raw, dict):
-        success = raw.get("success") if isinstance(raw.get("success"), bool) else None
-        raw = raw.get("content", raw.get("output"))
-    if isinstance(raw, list):
-        raw = text_of(raw)
-    if not isinstance(raw, str):
-        return raw, None, success
-    text, exit_code = raw, None
-    if text.startswith("{") and '"output"' in text:
-        try:
-            parsed = loads(text)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and isinstance(parsed.get("output"), str):
-            meta = parsed.get("metadata")
-            exit_code = _exit_code(meta.get("exit_code")) if isinstance(meta, dict) else None
-            return parsed["output"], exit_code, success
-    head, sep, body = text.partition("Output:\n")
-    match = _EXIT_CODE.search(head) if sep and head.endswith("\n") else None
-    if match is not None or (sep and head.endswith("\n") and "Wall time:" in head):
-        return body, int(match.group(1)) if match else None, success
-    return text, exit_code, success
