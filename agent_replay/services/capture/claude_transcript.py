@@ -28,17 +28,20 @@ the session was killed, interrupted or is still running; ``completed`` otherwise
 tool call does not fail the trace. Lines of other kinds (attachments, API request shapes, queue
 operations, …) carry nothing for the trace and are ignored; kinds this importer does not know,
 unreadable lines and results without their call are skipped and counted.
+
+The state kept while streaming (the reply being merged, each conversation, the open calls) is
+``claude_state``'s dataclasses, which the transcript follower saves between hook payloads.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent_replay.services.capture import vocabulary
+from agent_replay.services.capture.claude_state import _Call, _Context, _Message
 from agent_replay.services.capture.session_writer import (
     CLAUDE_TRANSCRIPT,
     SessionWriter,
@@ -50,7 +53,6 @@ from agent_replay.services.capture.session_writer import (
     text_of,
     timestamp,
 )
-from agent_replay.store.writes import execute
 from agent_replay.trace.base import time_before
 from agent_replay.trace.io import loads
 
@@ -115,57 +117,6 @@ def peek_session_id(path: Path) -> str | None:
 def import_session(path: Path, writer: SessionWriter) -> None:
     """Stream one transcript (and its subagents' transcripts) into ``writer``."""
     _Session(path, writer).run()
-
-
-@dataclass
-class _Message:
-    """The API reply being merged (its lines share ``message.id``)."""
-
-    id: str
-    step: int
-    started_at: str | None
-    model: str | None = None
-    texts: list[str] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    tool_uses: int = 0
-    stop_reason: str | None = None
-    request_id: str | None = None
-    ended_at: str | None = None
-
-
-@dataclass
-class _Context:
-    """One conversation: the main session, or a subagent nested under the step that spawned
-    it."""
-
-    parent_step: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    message: _Message | None = None
-    prompt: str | None = None
-    """The prompt the next reply answers (its ``llm_call`` input)."""
-    request_at: str | None = None
-    """When the next request was sent (the prompt, the tool results, or ``api-request``)."""
-    last_tool_step: int | None = None
-    answer: tuple[str, int, str | None] | None = None
-    """The latest reply without tool calls: (text, its step, when) — the turn's answer."""
-    output: str | None = None
-    awaiting_reply: bool = False
-    interrupted: bool = False
-    fatal: str | None = None
-    tokens: int = 0
-    """The tokens of this conversation's replies (a subagent's own total)."""
-    llm_steps: list[int] = field(default_factory=list)
-    """This conversation's ``llm_call`` steps (a subagent's cost is theirs summed)."""
-
-
-@dataclass
-class _Call:
-    """A tool call waiting for its result."""
-
-    step: int
-    name: str
-    started_at: str | None
-    context: _Context
 
 
 class _Session:
@@ -418,7 +369,7 @@ class _Session:
         self._end_context(context)
         self.agent_contexts.pop(agent_id, None)
         totals: dict[str, Any] = {"subagent_tokens": context.tokens}
-        cost = _cost_of(self.writer, context.llm_steps)
+        cost = self.writer.steps_cost(context.llm_steps)
         if cost is not None:
             totals["subagent_cost_usd"] = cost
         return totals
@@ -647,16 +598,3 @@ class _Session:
             total_cost_usd=self.cost,
             metadata=self._metadata(),
         )
-
-
-def _cost_of(writer: SessionWriter, steps: list[int]) -> float | None:
-    """The summed cost of some of the trace's steps (``None`` when none has one)."""
-    if writer.trace_id is None or not steps:
-        return None
-    marks = ", ".join("?" * len(steps))
-    row = execute(
-        writer.store,
-        f"SELECT SUM(cost_usd) FROM steps WHERE trace_id = ? AND step_number IN ({marks})",
-        [writer.trace_id, *steps],
-    ).fetchone()
-    return round(float(row[0]), 10) if row and row[0] is not None else None

@@ -257,6 +257,19 @@ class SessionWriter:
             self.status = status
         self._commit()
 
+    def steps_cost(self, steps: list[int]) -> float | None:
+        """The summed cost of some of the trace's steps (``None`` when none has one): a
+        subagent's cost is its ``llm_call`` steps' (``claude_transcript``)."""
+        if self.trace_id is None or not steps:
+            return None
+        marks = ", ".join("?" * len(steps))
+        row = execute(
+            self.store,
+            f"SELECT SUM(cost_usd) FROM steps WHERE trace_id = ? AND step_number IN ({marks})",
+            [self.trace_id, *steps],
+        ).fetchone()
+        return round(float(row[0]), 10) if row and row[0] is not None else None
+
     def abort(self) -> None:
         """Undo a failed import: roll back the open batch and delete the partial trace."""
         self._rollback()

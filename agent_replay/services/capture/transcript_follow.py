@@ -55,7 +55,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agent_replay.services.capture import claude_transcript, codex_rollout
+from agent_replay.services.capture import claude_state, claude_transcript, codex_rollout
 from agent_replay.services.capture.hooks import Hook, error_marker
 from agent_replay.services.capture.hooks_claude import SUBAGENT_KEY
 from agent_replay.services.capture.session_writer import (
@@ -313,7 +313,7 @@ class _Spec:
 _CLAUDE = _Spec(
     CLAUDE_TRANSCRIPT,
     _ClaudeFollow,
-    (claude_transcript._Message, claude_transcript._Context, claude_transcript._Call),
+    (claude_state._Message, claude_state._Context, claude_state._Call),
     frozenset({"output", "error"}),  # Stop's assistant_message, StopFailure's error
 )
 _CODEX = _Spec(
