@@ -18,7 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run agent-replay and return its exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["hook"]:
-        from agent_replay.services.capture import hook_inbox
+        from agent_replay.services.hook import inbox as hook_inbox
 
         code = hook_inbox.run(args[1:], exiting=argv is None)
         if code is not None:

@@ -92,8 +92,8 @@ def command(
     """
     from agent_replay.commands._common import redaction, resolve_db_url, resolve_store_dir
     from agent_replay.paths import db_path
-    from agent_replay.services.capture.hook_drain import drain_with_lock
-    from agent_replay.services.capture.hook_inbox import (
+    from agent_replay.services.hook.drain import drain_with_lock
+    from agent_replay.services.hook.inbox import (
         enqueue,
         ensure_drainer,
         log_error,
@@ -141,7 +141,7 @@ def _enforce(folder: Path, raw: bytes | str, options: dict[str, Any], *, plain: 
     anything unexpected while deciding too. Capture problems are logged and never change
     the answer; post-tool and other events are never blocked.
     """
-    from agent_replay.services.guard import enforce
+    from agent_replay.services.hook import enforce
 
     dialect = str(options["dialect"])
     incoming = None
@@ -161,9 +161,9 @@ def _enforce(folder: Path, raw: bytes | str, options: dict[str, Any], *, plain: 
 
 def _enforce_read(folder: Path, incoming: Any, options: dict[str, Any], *, plain: bool) -> int:
     from agent_replay.paths import db_path
-    from agent_replay.services.capture.hook_drain import drain_with_lock
-    from agent_replay.services.capture.hook_inbox import enqueue, log_error
-    from agent_replay.services.guard import enforce
+    from agent_replay.services.hook.drain import drain_with_lock
+    from agent_replay.services.hook.inbox import enqueue, log_error
+    from agent_replay.services.hook import enforce
     from agent_replay.services.guard.decide import failure, undecidable
 
     if not incoming.text.strip():
@@ -212,7 +212,7 @@ def _enforce_read(folder: Path, incoming: Any, options: dict[str, Any], *, plain
             if queued.get("sync"):
                 drain_with_lock(folder)
             else:
-                from agent_replay.services.capture.hook_inbox import ensure_drainer
+                from agent_replay.services.hook.inbox import ensure_drainer
 
                 ensure_drainer(folder)  # the session's drainer records it
         except Exception as exc:  # noqa: BLE001 - capture never changes the answer

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from captures import HARNESS as FIXTURES
 
-from agent_replay.services.capture.hook_drain import drain
+from agent_replay.services.hook.drain import drain
 from agent_replay.services.guard.decide import evaluate, failure
-from agent_replay.services.guard.enforce import answer, harness_of, is_pre_tool, run_fast
+from agent_replay.services.hook.enforce import answer, harness_of, is_pre_tool, run_fast
 from agent_replay.services.guard.manage import add_policy
 from agent_replay.services.guard.match import StepText
 from agent_replay.services.guard.policy import Policy

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_replay.services.capture import vocabulary
-from agent_replay.services.capture.hooks_gemini import tool_error
+from agent_replay.services.hook.dialects.gemini import tool_error
 from agent_replay.services.capture.session_writer import (
     GEMINI_CHAT,
     SessionWriter,

@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_replay.services.capture import claude_transcript, codex_rollout
-from agent_replay.services.capture.hooks import Hook, error_marker
-from agent_replay.services.capture.hooks_claude import SUBAGENT_KEY
+from agent_replay.services.hook.capture import Hook, error_marker
+from agent_replay.services.hook.dialects.claude import SUBAGENT_KEY
 from agent_replay.services.capture.session_writer import (
     CLAUDE_TRANSCRIPT,
     CODEX_ROLLOUT,

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_replay.services.capture import vocabulary
-from agent_replay.services.capture.hooks import NO_RESULT, SESSION_ENDED, Hook, as_int
+from agent_replay.services.hook.capture import NO_RESULT, SESSION_ENDED, Hook, as_int
 from agent_replay.store.mapping import dec
 from agent_replay.store.writes import execute
 

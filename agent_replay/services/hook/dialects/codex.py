@@ -26,8 +26,9 @@ import json
 import re
 from typing import Any
 
-from agent_replay.services.capture import hooks_claude, vocabulary
-from agent_replay.services.capture.hooks import Hook
+from agent_replay.services.capture import vocabulary
+from agent_replay.services.hook.dialects import claude as hooks_claude
+from agent_replay.services.hook.capture import Hook
 
 ROLLOUT_TAIL_BYTES = 4 * 1024 * 1024
 _EXIT_TEXT = re.compile(

@@ -23,9 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 from agent_replay.clock import Clock
-from agent_replay.services.capture.hooks import DIALECTS, detect_dialect, event_time
+from agent_replay.services.hook.capture import DIALECTS, detect_dialect, event_time
 from agent_replay.services.guard.decide import Evaluation
-from agent_replay.services.guard.enforce import HARNESSES, message
+from agent_replay.services.hook.enforce import HARNESSES, message
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.writes import execute

@@ -412,7 +412,7 @@ def _run_fast(
     incoming: Incoming, options: dict[str, Any], *, plain: bool, out: IO[str], err: IO[str]
 ) -> int | None:
     from agent_replay.paths import DB_NAME, redaction_on, resolve_dir
-    from agent_replay.services.capture import hook_inbox
+    from agent_replay.services.hook import inbox as hook_inbox
     from agent_replay.store.schema import SCHEMA_VERSION
 
     text, guarded, harness = incoming.text, incoming.guarded, incoming.harness
@@ -533,7 +533,7 @@ def log_traceback(store_dir: Path) -> None:
     closed must be diagnosable)."""
     import traceback
 
-    from agent_replay.services.capture.hook_inbox import log_error
+    from agent_replay.services.hook.inbox import log_error
 
     log_error(store_dir, "guard failed:\n" + traceback.format_exc().rstrip())
 

@@ -235,7 +235,7 @@ def spawn_drainer(store_dir: Path, fd: int) -> None:
     ``/dev/null``, no other descriptor of ours or the harness's (a harness waits for its
     pipes to close), and low priority from its first instruction."""
     folder = os.path.abspath(store_dir)
-    argv = [sys.executable, "-m", "agent_replay.services.capture.hook_drain", folder]
+    argv = [sys.executable, "-m", "agent_replay.services.hook.drain", folder]
     argv += ["--lock-fd", str(fd)]
     null = os.open(os.devnull, os.O_RDWR)
     try:
@@ -366,7 +366,7 @@ def run(argv: list[str], stdin: Any = None, *, exiting: bool = False) -> int | N
     spool(options)
     if options.pop("enforce"):
         # Deciding the call is the answer the harness waits for (services/guard/enforce).
-        from agent_replay.services.guard.enforce import run_fast
+        from agent_replay.services.hook.enforce import run_fast
 
         return run_fast(options, stdin)
     del options["plain"]

@@ -140,15 +140,15 @@ def apply_hook_payload(
     if when == "before":
         transcript_follow.follow(hook)
     if key == "claude":
-        from agent_replay.services.capture import hooks_claude
+        from agent_replay.services.hook.dialects import claude as hooks_claude
 
         hooks_claude.apply(hook)
     elif key == "codex":
-        from agent_replay.services.capture import hooks_codex
+        from agent_replay.services.hook.dialects import codex as hooks_codex
 
         hooks_codex.apply(hook)
     else:
-        from agent_replay.services.capture import hooks_gemini
+        from agent_replay.services.hook.dialects import gemini as hooks_gemini
 
         hooks_gemini.apply(hook)
     if when == "after":

@@ -25,8 +25,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent_replay.services.capture import hooks_claude, vocabulary
-from agent_replay.services.capture.hooks import NO_RESULT, SESSION_ENDED, Hook, as_int
+from agent_replay.services.capture import vocabulary
+from agent_replay.services.hook.dialects import claude as hooks_claude
+from agent_replay.services.hook.capture import NO_RESULT, SESSION_ENDED, Hook, as_int
 from agent_replay.services.derive import duration_between
 
 MODEL_KEY = "gemini:model"

@@ -28,7 +28,7 @@ from typing import Any
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError
 from agent_replay.paths import DB_NAME
-from agent_replay.services.capture.hook_inbox import (
+from agent_replay.services.hook.inbox import (
     ENV_IDLE,
     IDLE_S,
     LOCK_NAME,
@@ -192,12 +192,12 @@ def _apply(
     target: Store, row: Any, clock: Clock, parsed: tuple[Any, dict[str, Any]] | None = None
 ) -> None:
     """Record one payload in ``target`` (inside the caller's transaction)."""
-    from agent_replay.services.capture.hooks import apply_hook_payload
+    from agent_replay.services.hook.capture import apply_hook_payload
 
     data, settings = parsed if parsed is not None else _parse(row)
     apply_hook_payload(target, data, settings, clock)
     if "guard" in settings:  # decided by `hook --enforce`
-        from agent_replay.services.guard.record import record_guard_check
+        from agent_replay.services.hook.guard_check import record_guard_check
 
         record_guard_check(target, data, settings, clock)
 
@@ -525,14 +525,9 @@ def _warm() -> None:
     """Import what recording payloads needs before the first transaction: imported inside
     it, the write lock would be held for the imports (~150 ms, longer at low priority) while
     the hooks queueing payloads wait for it."""
-    from agent_replay.services.capture import (  # noqa: F401 - imported for their side effect
-        hooks,
-        hooks_claude,
-        hooks_codex,
-        hooks_gemini,
-        transcript_follow,
-    )
-    from agent_replay.services.guard import record  # noqa: F401
+    from agent_replay.services.capture import transcript_follow  # noqa: F401 - side effect
+    from agent_replay.services.hook import capture, guard_check  # noqa: F401
+    from agent_replay.services.hook.dialects import claude, codex, gemini  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,3 @@
+"""The harness hook: ``agent-replay hook`` (and ``--enforce``), from stdin to steps.
+
+Placeholder docstring (filled in by the restructuring commit)."""
