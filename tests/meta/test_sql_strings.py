@@ -52,6 +52,7 @@ CONVERT: dict[str, str] = {
     "agent_replay/services/hook/drain.py": f"hand-built inbox/receipt SQL, {_TODO}",
     "agent_replay/services/hook/capture.py": f"hand-built session lookups, {_TODO}",
     "agent_replay/services/hook/dialects/claude.py": f"hand-built step lookups, {_TODO}",
+    "agent_replay/services/hook/session.py": f"hand-built trace and step lookups, {_TODO}",
     "agent_replay/services/capture/importer.py": f"hand-built session lookups, {_TODO}",
     "agent_replay/services/capture/session_writer.py": f"hand-built DELETE, {_TODO}",
     "agent_replay/services/capture/transcript_follow.py": f"hand-built hook_follow SQL, {_TODO}",

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from captures import HARNESS as FIXTURES
 
-from agent_replay.services.hook.drain import drain
 from agent_replay.services.guard.decide import evaluate, failure
-from agent_replay.services.hook.enforce import answer, harness_of, is_pre_tool, run_fast
 from agent_replay.services.guard.manage import add_policy
 from agent_replay.services.guard.match import StepText
 from agent_replay.services.guard.policy import Policy
 from agent_replay.services.guard.verdict import is_blocked
+from agent_replay.services.hook.drain import drain
+from agent_replay.services.hook.enforce import answer, harness_of, is_pre_tool, run_fast
 from agent_replay.store.db import Store
 from agent_replay.store.queries import step_dicts
 from agent_replay.store.writes import execute

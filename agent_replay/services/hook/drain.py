@@ -1,6 +1,6 @@
 """The hook drainer: turns queued hook payloads into steps, through the recorder.
 
-Started detached by the hook's fast path (``hook_inbox.ensure_drainer``) holding the drainer
+Started detached by the hook's fast path (``inbox.ensure_drainer``) holding the drainer
 lock, or called in-process (``drain``) by the full ``hook`` path, by ``push`` and by tests. It
 processes the inbox in arrival order, a batch per transaction with a savepoint per payload, so
 one bad payload is logged and dropped without holding up the rest. When the inbox is empty it

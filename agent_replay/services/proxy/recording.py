@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
-from agent_replay.services.hook.capture import DIALECTS
+from agent_replay.services.hook.harness import DIALECTS
 from agent_replay.services.proxy.apis import (
     PRICE_PROVIDERS,
     ParsedRequest,
