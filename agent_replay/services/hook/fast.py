@@ -18,7 +18,6 @@ import sys
 from typing import Any
 
 from agent_replay.paths import redaction_on, resolve_dir
-from agent_replay.services.hook.harness import HARNESSES
 from agent_replay.services.hook.inbox import ensure_drainer, log_error, queue, spool
 
 
@@ -56,7 +55,8 @@ def parse_args(argv: list[str]) -> dict[str, Any] | None:
             options[key.replace("-", "_")] = value
         else:
             return None  # --help or a typo
-    if options["dialect"] != "auto" and options["dialect"] not in HARNESSES:
+    # harness.HARNESSES, spelled out: capture needs nothing else of that module
+    if options["dialect"] not in ("auto", "claude", "codex", "gemini"):
         return None
     if options["plain"] and not options["enforce"]:
         return None  # --plain only means something with --enforce: the full CLI says so

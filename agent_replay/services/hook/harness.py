@@ -8,28 +8,37 @@ the capture the event names only one harness sends; both clue sets are here now.
 
 A leaf: stdlib only and importing nothing of the package, because the hook's fast path
 (``hook --enforce``) imports it within the hook's start-up budget. No ``dataclasses`` either
-(~5 ms to import): ``Dialect`` is a ``NamedTuple``.
+(~5 ms to import), nor ``typing.NamedTuple`` (building one costs the hook more than this
+whole module): ``Dialect`` is a plain class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 HARNESSES = ("claude", "codex", "gemini")
 """The dialect keys (``--dialect``), also the harness names of the guard's answers."""
 HARNESS_LABELS = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
 
 
-class Dialect(NamedTuple):
+class Dialect:
     """How one harness's traces are named and marked in the store."""
 
-    key: str
-    agent_name: str
-    source_format: str
-    proxy_format: str = ""
-    """The ``source_format`` of a trace ``agent-replay proxy`` opened for this harness's
-    session (the hook records into it too)."""
+    __slots__ = ("key", "agent_name", "source_format", "proxy_format")
+
+    def __init__(
+        self, key: str, agent_name: str, source_format: str, proxy_format: str = ""
+    ) -> None:
+        self.key = key
+        self.agent_name = agent_name
+        self.source_format = source_format
+        self.proxy_format = proxy_format
+        """The ``source_format`` of a trace ``agent-replay proxy`` opened for this harness's
+        session (the hook records into it too)."""
+
+    def __repr__(self) -> str:
+        return f"Dialect({self.key!r})"
 
     @property
     def formats(self) -> tuple[str, ...]:
