@@ -3,8 +3,8 @@ goes to the click CLI.
 
 ``hook`` runs before and after every tool call of the user's agent; importing click, peewee
 and pydantic would triple its start-up. So ``hook`` (in capture mode) is answered here with
-``services/capture/hook_inbox`` before any of them is imported (``hook --enforce`` too, through
-``services/guard/enforce``); ``hook --help`` and anything unusual fall through to the full CLI.
+``services/hook/fast`` before any of them is imported (``hook --enforce`` too, through
+``services/hook/enforce``); ``hook --help`` and anything unusual fall through to the full CLI.
 ``list`` and ``show`` on a local store are answered by ``commands/fast_read`` the same way.
 """
 
@@ -18,9 +18,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run agent-replay and return its exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["hook"]:
-        from agent_replay.services.capture import hook_inbox
+        from agent_replay.services.hook import fast
 
-        code = hook_inbox.run(args[1:], exiting=argv is None)
+        code = fast.run(args[1:], exiting=argv is None)
         if code is not None:
             if argv is None:  # the process itself: skip the interpreter's teardown
                 _exit_now(code)
@@ -49,7 +49,7 @@ def _wants_help(args: list[str]) -> bool:
 
 def _exit_now(code: int) -> None:
     """End the hook process at once: what it printed flushed, no interpreter teardown (a few
-    ms of the hook's budget) and no closing of the store's connection (``hook_inbox.queue``)."""
+    ms of the hook's budget) and no closing of the store's connection (``hook.inbox.queue``)."""
     import os
 
     for stream in (sys.stdout, sys.stderr):

@@ -59,7 +59,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent_replay.services.capture.hook_inbox import signal_drainer
+from agent_replay.services.hook.inbox import signal_drainer
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "harness" / "claude-code" / "plain" / "hooks"

@@ -47,7 +47,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from agent_replay.services.capture.hook_drain import drain_with_lock
+from agent_replay.services.hook.drain import drain_with_lock
 
 GOAL = 1.5
 PYCACHE = Path("/tmp/agent-replay-bench/pycache")

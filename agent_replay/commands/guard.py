@@ -368,8 +368,8 @@ def check(store_dir: Path | None, as_json: bool) -> int:
     from agent_replay.commands._common import emit_json, resolve_store_dir, safe
     from agent_replay.errors import UsageError
     from agent_replay.paths import db_path
-    from agent_replay.services.guard.enforce import evaluate_file
     from agent_replay.services.guard.match import StepText
+    from agent_replay.services.hook.enforce import evaluate_file
     from agent_replay.trace.base import STEP_TYPES
 
     text = sys.stdin.read()

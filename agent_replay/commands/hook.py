@@ -2,7 +2,7 @@
 
 The common case never gets here: ``agent_replay.entry`` answers ``hook`` from the stdlib-only
 fast path (queue the payload, make sure a drainer runs; with ``--enforce``, decide the call
-first: ``services/guard/enforce``). This module serves ``--help``, ``--sync``, the first
+first: ``services/hook/enforce``). This module serves ``--help``, ``--sync``, the first
 payload into a store of an older schema (migrated here first), and ``--enforce`` into a
 store that must be created or migrated first.
 """
@@ -92,8 +92,8 @@ def command(
     """
     from agent_replay.commands._common import redaction, resolve_db_url, resolve_store_dir
     from agent_replay.paths import db_path
-    from agent_replay.services.capture.hook_drain import drain_with_lock
-    from agent_replay.services.capture.hook_inbox import (
+    from agent_replay.services.hook.drain import drain_with_lock
+    from agent_replay.services.hook.inbox import (
         enqueue,
         ensure_drainer,
         log_error,
@@ -111,7 +111,7 @@ def command(
         "redact": redaction(no_redact, store_dir),
         "sync": sync,
     }
-    # A team store: the local store spools the payload (see hook_inbox.spool).
+    # A team store: the local store spools the payload (see services/hook/inbox.spool).
     options["db_url"] = resolve_db_url() or ""
     spool(options)
     if enforce:
@@ -136,12 +136,12 @@ def command(
 def _enforce(folder: Path, raw: bytes | str, options: dict[str, Any], *, plain: bool) -> int:
     """``--enforce`` on the full path: create or migrate the store, decide, capture, answer.
 
-    The same decision as the fast path (``services/guard/enforce``): a payload that cannot be
+    The same decision as the fast path (``services/hook/enforce``): a payload that cannot be
     read, a store that cannot be opened or read, and policies that vanished fail closed;
     anything unexpected while deciding too. Capture problems are logged and never change
     the answer; post-tool and other events are never blocked.
     """
-    from agent_replay.services.guard import enforce
+    from agent_replay.services.hook import enforce
 
     dialect = str(options["dialect"])
     incoming = None
@@ -161,10 +161,10 @@ def _enforce(folder: Path, raw: bytes | str, options: dict[str, Any], *, plain: 
 
 def _enforce_read(folder: Path, incoming: Any, options: dict[str, Any], *, plain: bool) -> int:
     from agent_replay.paths import db_path
-    from agent_replay.services.capture.hook_drain import drain_with_lock
-    from agent_replay.services.capture.hook_inbox import enqueue, log_error
-    from agent_replay.services.guard import enforce
     from agent_replay.services.guard.decide import failure, undecidable
+    from agent_replay.services.hook import enforce
+    from agent_replay.services.hook.drain import drain_with_lock
+    from agent_replay.services.hook.inbox import enqueue, log_error
 
     if not incoming.text.strip():
         log_error(folder, "empty payload on stdin; nothing recorded")
@@ -212,7 +212,7 @@ def _enforce_read(folder: Path, incoming: Any, options: dict[str, Any], *, plain
             if queued.get("sync"):
                 drain_with_lock(folder)
             else:
-                from agent_replay.services.capture.hook_inbox import ensure_drainer
+                from agent_replay.services.hook.inbox import ensure_drainer
 
                 ensure_drainer(folder)  # the session's drainer records it
         except Exception as exc:  # noqa: BLE001 - capture never changes the answer

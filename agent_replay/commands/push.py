@@ -60,7 +60,7 @@ def command(
     )
     from agent_replay.errors import UsageError
     from agent_replay.paths import db_path
-    from agent_replay.services.capture.hook_drain import DrainReport, drain_with_lock
+    from agent_replay.services.hook.drain import DrainReport, drain_with_lock
     from agent_replay.services.push import push
     from agent_replay.store.db import is_db_url, open_store
 
@@ -75,7 +75,7 @@ def command(
     show = sys.stderr.isatty() and not as_json
     spooled = DrainReport()
     with open_store(db_path(folder), create=False) as source:
-        from agent_replay.services.capture.hook_drain import pending_count
+        from agent_replay.services.hook.drain import pending_count
 
         if pending_count(source):  # hook payloads spooled for a team store: deliver them
             drain_with_lock(folder, report=spooled)

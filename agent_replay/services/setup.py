@@ -1,6 +1,6 @@
 """``agent-replay setup``: write a harness's hook configuration, merged into its settings.
 
-What each harness needs (the events the hook mappings use, ``capture/hooks_*``):
+What each harness needs (the events the hook mappings use, ``hook/dialects/*``):
 
 - Claude Code: ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR``), or the project's
   ``.claude/settings.json``; ``CLAUDE_EVENTS``.

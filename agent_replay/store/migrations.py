@@ -158,7 +158,7 @@ def _m0002_sessions_causality_decisions(db: Database) -> None:
 
 def _m0003_hook_inbox(db: Database) -> None:
     """The hook inbox: raw harness payloads, queued by ``hook`` in a few milliseconds and
-    turned into steps by the drainer through the recorder (see services/capture/hook_inbox)."""
+    turned into steps by the drainer through the recorder (see services/hook/inbox)."""
     key = "INTEGER PRIMARY KEY" if _is_sqlite(db) else "BIGSERIAL PRIMARY KEY"
     db.execute_sql(
         f"""CREATE TABLE hook_inbox (

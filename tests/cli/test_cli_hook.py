@@ -20,8 +20,8 @@ import pytest
 from captures import HARNESS as FIXTURES
 from probe import HOOK_HEAVY, probe
 
-from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count
-from agent_replay.services.capture.hook_inbox import queue
+from agent_replay.services.hook.drain import drain_with_lock, pending_count
+from agent_replay.services.hook.inbox import queue
 from agent_replay.store.db import Store, open_store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.schema import EARLY_INBOX

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count
+from agent_replay.services.hook.drain import drain_with_lock, pending_count
 from agent_replay.services.limits import MARKER
 from agent_replay.store.db import Store, open_store
 from agent_replay.store.writes import execute

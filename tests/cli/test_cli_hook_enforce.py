@@ -18,8 +18,8 @@ from captures import HARNESS as FIXTURES
 from probe import HOOK_HEAVY, probe
 
 from agent_replay.clock import SystemClock
-from agent_replay.services.capture.hook_drain import drain_with_lock
 from agent_replay.services.guard.manage import add_policy
+from agent_replay.services.hook.drain import drain_with_lock
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute

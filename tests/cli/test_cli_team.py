@@ -330,7 +330,7 @@ def test_hooks_spool_while_the_server_is_down_and_deliver_after(
     """With the server down a hook still exits 0 at once, printing nothing; its payload waits
     in the local inbox; the next invocation after the server is back delivers everything, in
     order, exactly once."""
-    from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count
+    from agent_replay.services.hook.drain import drain_with_lock, pending_count
 
     assert store.url is not None
     target = urlsplit(store.url)
@@ -394,7 +394,7 @@ def test_the_hook_takes_db_url_on_its_fast_path(tmp_path: Path) -> None:
 
 @PG_ONLY
 def test_push_delivers_what_the_hooks_spooled(cli: Cli, store: Store, tmp_path: Path) -> None:
-    from agent_replay.services.capture.hook_drain import pending_count
+    from agent_replay.services.hook.drain import pending_count
 
     assert store.url is not None
     target = urlsplit(store.url)
@@ -454,7 +454,7 @@ def test_eight_machines_hooking_into_one_team_store_lose_nothing(
     """8 machines x 10 hook runs into one PostgreSQL store, each machine with its own drainer,
     2 machines per session: the drainers race on the same traces (finding the session's
     trace, the next step number, pairing results with calls) and nothing is lost or doubled."""
-    from agent_replay.services.capture.hook_drain import drain_with_lock, pending_count
+    from agent_replay.services.hook.drain import drain_with_lock, pending_count
 
     assert store.url is not None
     with ThreadPoolExecutor(MACHINES) as pool:

@@ -73,9 +73,9 @@ def test_every_headless_module_imports_without_textual_or_rich(store_dir: Path) 
     count, names = result.stdout.split(" ", 1)
     # Recursion reached the nested packages, not just the top level.
     for nested in (
-        "agent_replay.services.capture.hook_inbox",
+        "agent_replay.services.hook.inbox",
         "agent_replay.services.otel.server",
-        "agent_replay.services.guard.enforce",
+        "agent_replay.services.hook.enforce",
         "agent_replay.services.evals.presets",
         "agent_replay.commands.list_",
         "agent_replay.store.db",

@@ -104,10 +104,10 @@ def break_a_contract(top: Path, module: str, line: str) -> Path:
             "agent_replay.services.diff -> textual",
         ),
         (
-            "agent_replay.services.capture.hook_inbox",
+            "agent_replay.services.hook.inbox",
             "import click",
             "The hook's fast path is stdlib only",
-            "agent_replay.services.capture.hook_inbox -> click",
+            "agent_replay.services.hook.inbox -> click",
         ),
         (
             "agent_replay.store.queries",

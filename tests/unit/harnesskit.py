@@ -22,7 +22,7 @@ import pytest
 from captures import HARNESS
 
 from agent_replay.entry import main
-from agent_replay.services.capture.hook_drain import drain_with_lock
+from agent_replay.services.hook.drain import drain_with_lock
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute

@@ -329,7 +329,7 @@ def test_the_hook_drainer_never_loads_the_table_for_tool_calls(
     body = f"""
 import json
 from pathlib import Path
-from agent_replay.services.capture.hook_drain import drain_with_lock
+from agent_replay.services.hook.drain import drain_with_lock
 from agent_replay.store.db import ensure_database
 store = ensure_database(Path({str(tmp_path)!r}))
 rows = [json.dumps(json.loads(line)["payload"]) for line in {lines!r}]

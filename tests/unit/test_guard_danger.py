@@ -16,9 +16,9 @@ from agent_replay.services.demo import demo_policies, load_demo
 from agent_replay.services.evals.presets import safety_check
 from agent_replay.services.guard.danger import destructive_command
 from agent_replay.services.guard.decide import evaluate
-from agent_replay.services.guard.enforce import run_fast
 from agent_replay.services.guard.match import StepText
 from agent_replay.services.guard.policy import policy_from_row
+from agent_replay.services.hook.enforce import run_fast
 from agent_replay.store.db import Store
 
 pytestmark = pytest.mark.sqlite_only

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from captures import HARNESS as FIXTURES
 
-from agent_replay.services.capture.hook_drain import drain
 from agent_replay.services.guard.decide import evaluate, failure
-from agent_replay.services.guard.enforce import answer, harness_of, is_pre_tool, run_fast
 from agent_replay.services.guard.manage import add_policy
 from agent_replay.services.guard.match import StepText
 from agent_replay.services.guard.policy import Policy
 from agent_replay.services.guard.verdict import is_blocked
+from agent_replay.services.hook.drain import drain
+from agent_replay.services.hook.enforce import answer, harness_of, is_pre_tool, run_fast
+from agent_replay.services.hook.harness import detect
 from agent_replay.store.db import Store
 from agent_replay.store.queries import step_dicts
 from agent_replay.store.writes import execute
@@ -61,6 +62,19 @@ def test_other_events_are_not_decided() -> None:
 
 def test_the_dialect_flag_wins_over_detection() -> None:
     assert harness_of({"hook_event_name": "BeforeTool"}, "codex") == "codex"
+
+
+@pytest.mark.parametrize("harness", ["claude", "codex", "gemini"])
+def test_every_real_payload_of_every_event_is_detected_without_a_store(harness: str) -> None:
+    """The one detection (``hook.harness.detect``, which the capture and enforce share) names
+    the harness of every recorded payload from its fields alone."""
+    top = FIXTURES / {"claude": "claude-code", "codex": "codex", "gemini": "gemini-cli"}[harness]
+    seen = 0
+    for path in sorted(top.glob("*/hooks/*.jsonl")):
+        for line in path.read_text().splitlines():
+            assert detect(json.loads(line)["payload"]) == harness, path
+            seen += 1
+    assert seen >= 10
 
 
 # --- the answer table ----------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Codex CLI hooks: the captured session replayed through ``agent-replay hook``, and how a
-failed command is recognised (Codex has no failure event; see ``hooks_codex``)."""
+failed command is recognised (Codex has no failure event; see ``services/hook/dialects/codex``)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pytest
 from captures import HARNESS as FIXTURES
 
 from agent_replay.entry import main
-from agent_replay.services.capture.hook_drain import drain_with_lock
-from agent_replay.services.capture.hooks import detect_dialect
-from agent_replay.services.capture.hooks_codex import exit_code_in, rollout_exit_code
+from agent_replay.services.hook.capture import detect_dialect
+from agent_replay.services.hook.dialects.codex import exit_code_in, rollout_exit_code
+from agent_replay.services.hook.drain import drain_with_lock
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute

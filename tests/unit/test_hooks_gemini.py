@@ -15,9 +15,9 @@ import pytest
 from captures import HARNESS as FIXTURES
 
 from agent_replay.entry import main
-from agent_replay.services.capture.hook_drain import drain_with_lock
-from agent_replay.services.capture.hooks import detect_dialect
-from agent_replay.services.capture.hooks_gemini import NO_RESPONSE, tool_error
+from agent_replay.services.hook.capture import detect_dialect
+from agent_replay.services.hook.dialects.gemini import NO_RESPONSE, tool_error
+from agent_replay.services.hook.drain import drain_with_lock
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.writes import execute

@@ -25,7 +25,7 @@ from test_proxy_sdks import KEYS, anthropic_agent, gemini_agent, only_trace, run
 
 from agent_replay.clock import FixedClock
 from agent_replay.errors import UsageError
-from agent_replay.services.capture.hooks import apply_hook_payload
+from agent_replay.services.hook.capture import apply_hook_payload
 from agent_replay.services.proxy.recording import SessionTraces, end_orphans
 from agent_replay.services.proxy.replay import load_plan
 from agent_replay.services.proxy.replies import read_reply

@@ -1,5 +1,7 @@
-"""Live capture: the native event protocol, stream formats, harness hooks, importers and the
-process wrapper. Every path writes through ``TraceRecorder`` (lenient, redacting by default).
+"""Live capture: the native event protocol, stream formats, importers, the session-file
+follower of hook traces and the process wrapper (the harness hook itself is
+``services/hook``). Every path writes through ``TraceRecorder`` (lenient, redacting by
+default).
 
 The native protocol: ``protocol`` (event fields, coercions, the report), ``event_traces``
 (which trace an event goes to), ``events`` (``EventEngine``), ``pump`` (reading a stream and

@@ -15,7 +15,7 @@ The file is an append-only log of updates, as Gemini CLI's ``chatRecordingServic
   ``{"$rewindTo": id}`` (the user rewound the chat: the messages stay in the trace, as the
   hook path recorded them when they happened; the rewind is counted in metadata).
 
-What becomes what (the Gemini hook path's names, ``hooks_gemini``):
+What becomes what (the Gemini hook path's names, ``hook.dialects.gemini``):
 
 - a user prompt: a ``thought`` step ``user_prompt`` (the first one is the trace's input);
   Gemini's injected context (``<session_context>``, ``<hook_context>``), slash commands and
@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 from agent_replay.services.capture import vocabulary
-from agent_replay.services.capture.hooks_gemini import tool_error
 from agent_replay.services.capture.session_writer import (
     GEMINI_CHAT,
     SessionWriter,
@@ -55,6 +54,7 @@ from agent_replay.services.capture.session_writer import (
     read_records,
     timestamp,
 )
+from agent_replay.services.hook.dialects.gemini import tool_error
 from agent_replay.trace.base import time_before
 
 FORMAT = GEMINI_CHAT

@@ -56,13 +56,12 @@ from pathlib import Path
 from typing import Any
 
 from agent_replay.services.capture import claude_state, claude_transcript, codex_rollout
-from agent_replay.services.capture.hooks import Hook, error_marker
-from agent_replay.services.capture.hooks_claude import SUBAGENT_KEY
 from agent_replay.services.capture.session_writer import (
     CLAUDE_TRANSCRIPT,
     CODEX_ROLLOUT,
     SessionWriter,
 )
+from agent_replay.services.hook.session import SUBAGENT_KEY, Hook, error_marker
 from agent_replay.services.setup import CLAUDE_EVENTS
 from agent_replay.store.writes import execute
 from agent_replay.trace.io import dumps, loads
@@ -74,7 +73,7 @@ AFTER_EVENTS = frozenset({"UserPromptSubmit", "SubagentStart"})
 """Events recorded before the file is read (the prompt's step comes before the reply's, the
 subagent's step before the steps nested under it)."""
 FOLLOW_EVENTS = frozenset(CLAUDE_EVENTS) - {"SessionStart"}
-"""The events the hook mapping records (``hooks_claude``); the others (notifications,
+"""The events the hook mapping records (``hook.dialects.claude``); the others (notifications,
 instructions loaded, ...) read nothing."""
 _CLAUDE_FILE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl")
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
-from agent_replay.services.capture.hooks import DIALECTS
+from agent_replay.services.hook.harness import DIALECTS
 from agent_replay.services.proxy.apis import PRICE_PROVIDERS, ParsedRequest, Route, first_prompt
 from agent_replay.services.proxy.replies import Reply, read_reply
 from agent_replay.services.proxy.session import SessionKey

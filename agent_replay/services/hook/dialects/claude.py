@@ -1,4 +1,4 @@
-"""Claude Code hook events -> steps (Codex CLI shares these event names; see ``hooks_codex``).
+"""Claude Code hook events -> steps (Codex CLI shares these event names; see ``codex``).
 
 | event | recorded as |
 |---|---|
@@ -27,8 +27,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from agent_replay.services.capture import vocabulary
-from agent_replay.services.capture.hooks import NO_RESULT, SESSION_ENDED, Hook, as_int
+from agent_replay.services.capture import transcript_follow, vocabulary
+from agent_replay.services.hook.session import (
+    NAME_KEY,
+    NO_RESULT,
+    SESSION_ENDED,
+    SUBAGENT_KEY,
+    Hook,
+    as_int,
+)
 from agent_replay.store.mapping import dec
 from agent_replay.store.writes import execute
 
@@ -42,7 +49,6 @@ SESSION_TAIL_BYTES = 4 * 1024 * 1024
 _SESSION_FILE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl")
 
 SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
-SUBAGENT_KEY = "subagent:"
 
 
 def apply(
@@ -76,9 +82,6 @@ def apply(
         stop_failure(hook)
     elif event == "SessionEnd":
         session_end(hook)
-
-
-NAME_KEY = "tool:"
 
 
 def call_key(hook: Hook) -> str:
@@ -149,8 +152,6 @@ def post_tool(hook: Hook, error: str | None, *, interrupted: bool = False) -> No
         model = resolved if isinstance(resolved, str) else None
         # Followed from the transcript, the subagent's own calls carry its tokens (and the
         # call its totals): ``totalTokens`` would count them twice.
-        from agent_replay.services.capture import transcript_follow  # imports this module
-
         if not transcript_follow.following(hook):
             tokens = as_int(response.get("totalTokens"))
     duration = hook.payload.get("duration_ms")

@@ -4,7 +4,7 @@ A harness (Claude Code, Codex CLI, Gemini CLI) runs ``agent-replay hook`` before
 every tool call of the user's agent, so the hook must start and finish about as fast as the
 interpreter itself. It therefore imports only the stdlib: it writes the raw payload into the
 store's ``hook_inbox`` table with ``sqlite3`` (one small transaction; WAL lets parallel hooks
-and readers proceed) and makes sure a drainer is running. The drainer (``hook_drain``) turns
+and readers proceed) and makes sure a drainer is running. The drainer (``drain``) turns
 queued payloads into steps through ``TraceRecorder`` — the one write path — in arrival order.
 
 One drainer serves a store for a whole session: started by the first hook, it waits on a
@@ -35,7 +35,6 @@ Must import nothing beyond the stdlib: a test checks ``sys.modules`` after a rea
 from __future__ import annotations
 
 import errno
-import io
 import json
 import os
 import sqlite3
@@ -44,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_replay.paths import DB_NAME, ENV_DB_URL, append_private, redaction_on, resolve_dir
+from agent_replay.paths import DB_NAME, ENV_DB_URL, append_private, make_private_dir
 from agent_replay.store.schema import EARLY_INBOX, EARLY_INBOX_DDL, SCHEMA_VERSION
 
 LOCK_NAME = "hook-drain.lock"
@@ -92,8 +91,7 @@ def queue(store_dir: Path, payload: str, options: dict[str, Any], *, close: bool
     db_file = store_dir / DB_NAME
     new = not db_file.exists()
     if new:
-        from agent_replay.paths import make_private_dir
-        from agent_replay.services.guard.marker import MarkerError, remembered
+        from agent_replay.services.guard.marker import MarkerError, remembered  # new store only
 
         try:
             if remembered(store_dir):
@@ -235,7 +233,7 @@ def spawn_drainer(store_dir: Path, fd: int) -> None:
     ``/dev/null``, no other descriptor of ours or the harness's (a harness waits for its
     pipes to close), and low priority from its first instruction."""
     folder = os.path.abspath(store_dir)
-    argv = [sys.executable, "-m", "agent_replay.services.capture.hook_drain", folder]
+    argv = [sys.executable, "-m", "agent_replay.services.hook.drain", folder]
     argv += ["--lock-fd", str(fd)]
     null = os.open(os.devnull, os.O_RDWR)
     try:
@@ -299,51 +297,10 @@ def log_error(store_dir: Path, message: str) -> None:
         pass
 
 
-def parse_args(argv: list[str]) -> dict[str, Any] | None:
-    """The hook's options, or ``None`` when the arguments need the full CLI (help, errors).
-
-    ``--enforce`` (and ``--plain``) hand the invocation to ``services/guard/enforce``."""
-    options: dict[str, Any] = {
-        "dialect": "auto",
-        "no_input": False,
-        "redact": True,
-        "dir": None,
-        "sync": False,
-        "enforce": False,
-        "plain": False,
-        "db_url": None,
-    }
-    args = iter(argv)
-    for arg in args:
-        if arg == "--no-input":
-            options["no_input"] = True
-        elif arg == "--no-redact":
-            options["redact"] = False
-        elif arg == "--sync":
-            options["sync"] = True
-        elif arg in ("--enforce", "--plain"):
-            options[arg[2:]] = True
-        elif arg in ("--dir", "--dialect", "--db-url"):
-            value = next(args, None)
-            if value is None:
-                return None
-            options[arg[2:].replace("-", "_")] = value
-        elif arg.startswith(("--dir=", "--dialect=", "--db-url=")):
-            key, _, value = arg[2:].partition("=")
-            options[key.replace("-", "_")] = value
-        else:
-            return None  # --help or a typo
-    if options["dialect"] not in ("auto", "claude", "codex", "gemini"):
-        return None
-    if options["plain"] and not options["enforce"]:
-        return None  # --plain only means something with --enforce: the full CLI says so
-    return options
-
-
 def spool(options: dict[str, Any]) -> None:
     """With a database URL (``--db-url``, else ``AGENT_REPLAY_DB_URL``; an empty one means the
     local store), mark the payload for that store: the local inbox spools it and the drainer
-    delivers it (``hook_drain``), so the harness never waits on, or fails with, the server.
+    delivers it (``drain``), so the harness never waits on, or fails with, the server.
     The random spool key lets the target store apply it once (``hook_receipts``)."""
     url = options.pop("db_url", None)
     if url is None:
@@ -351,43 +308,3 @@ def spool(options: dict[str, Any]) -> None:
     if url and url.strip():
         options["db_url"] = url.strip()
         options["spool_key"] = f"{time.time_ns():x}-{os.urandom(8).hex()}"
-
-
-def run(argv: list[str], stdin: Any = None, *, exiting: bool = False) -> int | None:
-    """Capture one hook invocation. Returns 0, or ``None`` to defer to the full CLI.
-
-    Capture mode always exits 0 and prints nothing: a broken recorder must never break the
-    user's agent. Failures go to the log under the store directory. ``exiting``: the process
-    ends right after, without closing the store's connection (see ``queue``).
-    """
-    options = parse_args(argv)
-    if options is None:
-        return None
-    spool(options)
-    if options.pop("enforce"):
-        # Deciding the call is the answer the harness waits for (services/guard/enforce).
-        from agent_replay.services.guard.enforce import run_fast
-
-        return run_fast(options, stdin)
-    del options["plain"]
-    try:
-        store_dir = resolve_dir(options.pop("dir"))
-    except OSError:  # e.g. the working directory was deleted under the harness
-        return 0
-    options["redact"] = redaction_on(store_dir, not options["redact"])
-    stream = stdin if stdin is not None else sys.stdin.buffer
-    try:
-        raw = stream.read()
-        payload = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-        if not payload.strip():
-            log_error(store_dir, "empty payload on stdin; nothing recorded")
-            return 0
-        if options["sync"] or not queue(store_dir, payload, options, close=not exiting):
-            # --sync, or a store to migrate first: the full path, which reads the payload we
-            # already took from stdin.
-            sys.stdin = io.TextIOWrapper(io.BytesIO(payload.encode("utf-8")), encoding="utf-8")
-            return None
-        ensure_drainer(store_dir)
-    except Exception as exc:  # noqa: BLE001 - capture must never fail the harness
-        log_error(store_dir, f"{type(exc).__name__}: {exc}")
-    return 0

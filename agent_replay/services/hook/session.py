@@ -1,16 +1,8 @@
-"""Harness hook payloads -> trace steps (Claude Code, Codex CLI, Gemini CLI).
+"""One hook payload being recorded (``Hook``): the helpers every dialect maps its events onto.
 
-Called by the drainer for each queued payload, in arrival order, inside a savepoint.
-Stateless: a payload finds its trace by the harness's ``session_id`` (the most recent trace
-with that session id and this dialect's ``source_format``, or the one ``agent-replay proxy``
-opened for the same session, so hook and proxy make one trace), and a tool result finds its call
-by the harness's call id (the open step started with it). Everything is written through
-``TraceRecorder`` in lenient, redacting mode.
-
-The dialect comes from ``options["dialect"]`` or is detected from the payload
-(``detect_dialect``); each dialect module (``hooks_claude``, ``hooks_codex``,
-``hooks_gemini``) maps its events onto the ``Hook`` helpers below. Events a dialect does not
-know are skipped, never an error.
+The shared piece below the capture (``hook.capture``), the dialects (``hook.dialects``) and
+the session-file follower (``capture.transcript_follow``): they all import it, it imports none
+of them, so the capture and its dialects no longer import each other.
 """
 
 from __future__ import annotations
@@ -21,189 +13,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_replay.clock import Clock
+from agent_replay.services.hook.harness import Dialect
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import dec, dec_meta
 from agent_replay.store.writes import execute
 from agent_replay.trace.base import canonical_time, parse_time
 
-
-@dataclass(frozen=True)
-class Dialect:
-    """How one harness's traces are named and marked in the store."""
-
-    key: str
-    agent_name: str
-    source_format: str
-    proxy_format: str = ""
-    """The ``source_format`` of a trace ``agent-replay proxy`` opened for this harness's
-    session (the hook records into it too)."""
-
-    @property
-    def formats(self) -> tuple[str, ...]:
-        """The traces a session of this harness may already have."""
-        return (
-            (self.source_format, self.proxy_format) if self.proxy_format else (self.source_format,)
-        )
-
-
-DIALECTS: dict[str, Dialect] = {
-    "claude": Dialect("claude", "claude-code", "claude-code-hook", "claude-code-proxy"),
-    "codex": Dialect("codex", "codex", "codex-hook", "codex-proxy"),
-    "gemini": Dialect("gemini", "gemini-cli", "gemini-cli-hook"),
-}
-
-# Event names only one harness sends (the others share Claude Code's names).
-_GEMINI_EVENTS = frozenset(
-    {
-        "BeforeAgent",
-        "AfterAgent",
-        "BeforeModel",
-        "AfterModel",
-        "BeforeToolSelection",
-        "BeforeTool",
-        "AfterTool",
-        "PreCompress",
-    }
-)
-_CLAUDE_EVENTS = frozenset(
-    {
-        "PostToolUseFailure",
-        "PostToolBatch",
-        "StopFailure",
-        "MessageDisplay",
-        "InstructionsLoaded",
-        "UserPromptExpansion",
-        "PreModelSwitch",
-        "PostModelSwitch",
-        "PermissionDenied",
-        "Setup",
-        "TeammateIdle",
-        "TaskCreated",
-        "TaskCompleted",
-        "Elicitation",
-        "ElicitationResult",
-        "ConfigChange",
-        "CwdChanged",
-        "FileChanged",
-        "DirectoryAdded",
-        "PreSkillShellCommand",
-    }
-)
-
 NO_RESULT = "no result recorded: the tool call was blocked, denied or interrupted"
 SESSION_ENDED = "the session ended before this step finished"
-
-
-def apply_hook_payload(
-    store: Store, payload: dict[str, Any], options: dict[str, Any], clock: Clock
-) -> None:
-    """Record one hook payload.
-
-    Args:
-        store: the store (inside the drainer's transaction).
-        payload: exactly what the harness wrote to the hook's stdin.
-        options: ``dialect`` (auto|claude|codex|gemini), ``no_input``, ``redact``, and
-            ``received_ms`` (when the hook queued the payload; the event's time for harnesses
-            whose payloads carry none).
-        clock: the time source for events without timestamps.
-
-    Raises:
-        ValueError: the payload is not a JSON object or has no ``session_id`` (the drainer
-            logs it and moves on).
-    """
-    if not isinstance(payload, dict):
-        raise ValueError(f"a hook payload must be a JSON object (got {type(payload).__name__})")
-    session_id = payload.get("session_id")
-    if not isinstance(session_id, str) or not session_id:
-        raise ValueError("the hook payload has no session_id; nothing to correlate it with")
-    key = options.get("dialect") or "auto"
-    if key not in DIALECTS:
-        key = detect_dialect(store, payload)
-    hook = Hook(
-        store=store,
-        rec=TraceRecorder(
-            store, lenient=True, redact=bool(options.get("redact", True)), clock=clock
-        ),
-        payload=payload,
-        dialect=DIALECTS[key],
-        session_id=session_id,
-        event=str(payload.get("hook_event_name") or ""),
-        at=event_time(payload, options, clock),
-        no_input=bool(options.get("no_input")),
-    )
-    from agent_replay.services.capture import transcript_follow
-
-    # The session file the payload names holds what the payloads lack (model, tokens, text):
-    # read what it gained, before the event when the harness wrote it first.
-    when = transcript_follow.phase(hook)
-    if when == "before":
-        transcript_follow.follow(hook)
-    if key == "claude":
-        from agent_replay.services.capture import hooks_claude
-
-        hooks_claude.apply(hook)
-    elif key == "codex":
-        from agent_replay.services.capture import hooks_codex
-
-        hooks_codex.apply(hook)
-    else:
-        from agent_replay.services.capture import hooks_gemini
-
-        hooks_gemini.apply(hook)
-    if when == "after":
-        transcript_follow.follow(hook)
-
-
-def detect_dialect(store: Store, payload: dict[str, Any]) -> str:
-    """Which harness wrote this payload: ``claude``, ``codex`` or ``gemini``.
-
-    In order: an event name only one harness uses; the transcript's location (each harness
-    keeps it under its own home folder); the trace this session already has; the fields
-    each harness adds (Gemini's ``timestamp``, Claude Code's ``prompt_id``, Codex's ``call_``
-    ids and ``model``). Claude Code when nothing tells.
-    """
-    event = payload.get("hook_event_name")
-    if event in _GEMINI_EVENTS:
-        return "gemini"
-    if event in _CLAUDE_EVENTS:
-        return "claude"
-    path = payload.get("transcript_path")
-    if isinstance(path, str):
-        if "/.gemini/" in path:
-            return "gemini"
-        if "/.codex/" in path or path.rsplit("/", 1)[-1].startswith("rollout-"):
-            return "codex"
-        if "/.claude/" in path:
-            return "claude"
-    known = _known_dialect(store, payload.get("session_id"))
-    if known is not None:
-        return known
-    if isinstance(payload.get("timestamp"), str):
-        return "gemini"
-    if "prompt_id" in payload or "agent_transcript_path" in payload:
-        return "claude"
-    call_id = payload.get("tool_use_id")
-    if isinstance(call_id, str) and call_id.startswith("call_"):
-        return "codex"
-    if "model" in payload:  # Codex adds the model to every payload but SessionEnd
-        return "codex"
-    return "claude"
-
-
-def _known_dialect(store: Store, session_id: Any) -> str | None:
-    """The dialect of a trace this session already has, if any."""
-    if not isinstance(session_id, str):
-        return None
-    by_format = {f: d.key for d in DIALECTS.values() for f in d.formats}
-    marks = ", ".join("?" * len(by_format))
-    row = execute(
-        store,
-        f"SELECT source_format FROM traces WHERE session_id = ? AND source_format IN ({marks}) "
-        "ORDER BY started_at_ms DESC LIMIT 1",
-        [session_id, *by_format],
-    ).fetchone()
-    return by_format[row[0]] if row else None
+NAME_KEY = "tool:"
+"""The call key prefix of a call without an id: its result pairs with the open call of the
+same tool, in order (the dialects' ``call_key``, and the guard step's)."""
+SUBAGENT_KEY = "subagent:"
+"""The call key prefix of a subagent's step (``subagent:<agent_id>``)."""
 
 
 def event_time(payload: dict[str, Any], options: dict[str, Any], clock: Clock) -> str:

@@ -2,7 +2,7 @@
 
 Codex sends Claude Code's event names with the same fields (``session_id``, ``tool_use_id``,
 ``tool_input``, ``tool_response``, ``last_assistant_message``, plus ``model`` and
-``turn_id``), so ``hooks_claude`` records them. The difference is failure: Codex has no
+``turn_id``), so ``claude`` records them. The difference is failure: Codex has no
 failure event, and its PostToolUse for a command that exited non-zero carries only the
 command's output. A tool step gets an error when the exit code can be found:
 
@@ -26,8 +26,9 @@ import json
 import re
 from typing import Any
 
-from agent_replay.services.capture import hooks_claude, vocabulary
-from agent_replay.services.capture.hooks import Hook
+from agent_replay.services.capture import vocabulary
+from agent_replay.services.hook.dialects import claude
+from agent_replay.services.hook.session import Hook
 
 ROLLOUT_TAIL_BYTES = 4 * 1024 * 1024
 _EXIT_TEXT = re.compile(
@@ -37,7 +38,7 @@ _EXIT_TEXT = re.compile(
 
 def apply(hook: Hook) -> None:
     """Record one Codex CLI hook payload."""
-    hooks_claude.apply(hook, tool_failure=tool_failure, refused=rollout_refusal)
+    claude.apply(hook, tool_failure=tool_failure, refused=rollout_refusal)
 
 
 def rollout_refusal(hook: Hook, call_id: str) -> tuple[str, dict[str, Any]] | None:
@@ -46,7 +47,7 @@ def rollout_refusal(hook: Hook, call_id: str) -> tuple[str, dict[str, Any]] | No
     name = (path or "").rsplit("/", 1)[-1]
     if not path or not (name.startswith("rollout-") and name.endswith(".jsonl")):
         return None  # only ever read Codex's own session files
-    for record in hooks_claude.tail_records(path, call_id):
+    for record in claude.tail_records(path, call_id):
         item = record.get("payload")
         if (
             isinstance(item, dict)

@@ -1,6 +1,6 @@
 """The hook drainer: turns queued hook payloads into steps, through the recorder.
 
-Started detached by the hook's fast path (``hook_inbox.ensure_drainer``) holding the drainer
+Started detached by the hook's fast path (``inbox.ensure_drainer``) holding the drainer
 lock, or called in-process (``drain``) by the full ``hook`` path, by ``push`` and by tests. It
 processes the inbox in arrival order, a batch per transaction with a savepoint per payload, so
 one bad payload is logged and dropped without holding up the rest. When the inbox is empty it
@@ -27,8 +27,8 @@ from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError
-from agent_replay.paths import DB_NAME
-from agent_replay.services.capture.hook_inbox import (
+from agent_replay.paths import DB_NAME, db_path
+from agent_replay.services.hook.inbox import (
     ENV_IDLE,
     IDLE_S,
     LOCK_NAME,
@@ -39,7 +39,7 @@ from agent_replay.services.capture.hook_inbox import (
     signal_drainer,
     try_lock,
 )
-from agent_replay.store.db import DB_ERRORS, Store, mask_url
+from agent_replay.store.db import DB_ERRORS, Store, mask_url, open_store
 from agent_replay.store.writes import execute
 
 BATCH = 25  # a hook arriving mid-batch waits for the write lock at most ~25 ms
@@ -83,8 +83,6 @@ class _Targets:
 
     def get(self, url: str) -> Store | None:
         if url not in self.stores:
-            from agent_replay.store.db import open_store
-
             try:
                 self.stores[url] = open_store(url, create=True)
             except (AgentReplayError,) + DB_ERRORS as exc:
@@ -192,12 +190,14 @@ def _apply(
     target: Store, row: Any, clock: Clock, parsed: tuple[Any, dict[str, Any]] | None = None
 ) -> None:
     """Record one payload in ``target`` (inside the caller's transaction)."""
-    from agent_replay.services.capture.hooks import apply_hook_payload
+    # Deferred (~150 ms of the recorder, the dialects and the importers): the detached drainer
+    # lowers its priority and closes what it inherited first (``main``), then ``_warm``s.
+    from agent_replay.services.hook.capture import apply_hook_payload
 
     data, settings = parsed if parsed is not None else _parse(row)
     apply_hook_payload(target, data, settings, clock)
     if "guard" in settings:  # decided by `hook --enforce`
-        from agent_replay.services.guard.record import record_guard_check
+        from agent_replay.services.hook.guard_check import record_guard_check
 
         record_guard_check(target, data, settings, clock)
 
@@ -331,9 +331,6 @@ def drain_with_lock(
     and waited for, unless not ``wait`` (then ``BlockingIOError``). Payloads queued while we
     held the lock, by hooks that found it taken, get a drainer when we release it."""
     import fcntl
-
-    from agent_replay.paths import db_path
-    from agent_replay.store.db import open_store
 
     report = report if report is not None else DrainReport()
     fd = os.open(store_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
@@ -525,14 +522,8 @@ def _warm() -> None:
     """Import what recording payloads needs before the first transaction: imported inside
     it, the write lock would be held for the imports (~150 ms, longer at low priority) while
     the hooks queueing payloads wait for it."""
-    from agent_replay.services.capture import (  # noqa: F401 - imported for their side effect
-        hooks,
-        hooks_claude,
-        hooks_codex,
-        hooks_gemini,
-        transcript_follow,
-    )
-    from agent_replay.services.guard import record  # noqa: F401
+    # capture imports the dialects and the session-file follower; guard_check the recorder.
+    from agent_replay.services.hook import capture, guard_check  # noqa: F401 - side effect
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -542,9 +533,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock-fd", type=int, required=True)
     args = parser.parse_args(argv)
     detach(args.lock_fd)
-    from agent_replay.paths import db_path
-    from agent_replay.store.db import open_store
-
     _warm()
     fd: int | None = args.lock_fd
     try:

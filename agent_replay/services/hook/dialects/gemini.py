@@ -25,9 +25,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent_replay.services.capture import hooks_claude, vocabulary
-from agent_replay.services.capture.hooks import NO_RESULT, SESSION_ENDED, Hook, as_int
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.derive import duration_between
+from agent_replay.services.hook.dialects import claude
+from agent_replay.services.hook.session import NAME_KEY, NO_RESULT, SESSION_ENDED, Hook, as_int
 
 MODEL_KEY = "gemini:model"
 NO_RESPONSE = "no model response recorded"
@@ -40,7 +41,7 @@ def apply(hook: Hook) -> None:
     if event == "SessionStart":
         hook.active_trace()
     elif event == "BeforeAgent":
-        hooks_claude.user_prompt(hook)
+        claude.user_prompt(hook)
     elif event == "BeforeModel":
         before_model(hook)
     elif event == "AfterModel":
@@ -52,7 +53,7 @@ def apply(hook: Hook) -> None:
             hook.text("tool_name"),
             call_id=key,
             input=hook.payload.get("tool_input"),
-            unique=not key.startswith(hooks_claude.NAME_KEY),
+            unique=not key.startswith(NAME_KEY),
         )
     elif event == "AfterTool":
         after_tool(hook)
@@ -70,7 +71,7 @@ def call_key(hook: Hook) -> str:
     for key in ("tool_call_id", "call_id", "tool_use_id"):
         if hook.text(key):
             return str(hook.payload[key])
-    return f"{hooks_claude.NAME_KEY}{hook.text('tool_name') or 'tool'}"
+    return f"{NAME_KEY}{hook.text('tool_name') or 'tool'}"
 
 
 def _request(hook: Hook) -> dict[str, Any]:

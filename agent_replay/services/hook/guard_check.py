@@ -23,20 +23,21 @@ from __future__ import annotations
 from typing import Any
 
 from agent_replay.clock import Clock
-from agent_replay.services.capture.hooks import DIALECTS, detect_dialect, event_time
 from agent_replay.services.guard.decide import Evaluation
-from agent_replay.services.guard.enforce import HARNESSES, message
+from agent_replay.services.hook.capture import detect_dialect
+from agent_replay.services.hook.enforce import message
+from agent_replay.services.hook.harness import DIALECTS, HARNESSES
+from agent_replay.services.hook.session import NAME_KEY, event_time
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.writes import execute
 
-NAME_KEY = "tool:"  # hooks_claude.NAME_KEY: a call without an id pairs by the tool's name
 GEMINI_ID_KEYS = ("tool_call_id", "call_id", "tool_use_id")
 
 
 def call_key(payload: dict[str, Any], dialect: str) -> str:
-    """The call id the capture opened the tool step with (``hooks_claude.call_key`` and
-    ``hooks_gemini.call_key``)."""
+    """The call id the capture opened the tool step with (``dialects.claude.call_key`` and
+    ``dialects.gemini.call_key``)."""
     keys = GEMINI_ID_KEYS if dialect == "gemini" else ("tool_use_id",)
     for key in keys:
         value = payload.get(key)
@@ -58,9 +59,7 @@ def record_guard_check(
     session_id = payload.get("session_id")
     if not isinstance(guard, dict) or not isinstance(session_id, str) or not session_id:
         return None
-    key = options.get("dialect") or "auto"
-    if key not in DIALECTS:
-        key = detect_dialect(store, payload)
+    key = detect_dialect(store, payload, str(options.get("dialect") or "auto"))
     row = execute(
         store,
         "SELECT id FROM traces WHERE session_id = ? AND source_format = ? "

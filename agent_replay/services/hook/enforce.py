@@ -41,14 +41,17 @@ import sys
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from agent_replay.paths import DB_NAME, redaction_on, resolve_dir
 from agent_replay.services.guard.decide import Evaluation, evaluate, failure, gone, undecidable
+from agent_replay.services.guard.marker import MarkerError, remembered
 from agent_replay.services.guard.match import StepText
 from agent_replay.services.guard.policy import ORDER, POLICY_SELECT, Policy, policy_from_row
+from agent_replay.services.hook import inbox
+from agent_replay.services.hook.harness import HARNESS_LABELS, HARNESSES, detect, norm_event
+from agent_replay.store.schema import SCHEMA_VERSION
 
 PRE_TOOL_EVENTS = frozenset({"PreToolUse", "BeforeTool"})
 """The events a tool call is decided on (Claude Code/Codex CLI, Gemini CLI)."""
-HARNESSES = ("claude", "codex", "gemini")
-HARNESS_LABELS = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
 BLOCK_EXIT = 2
 """The exit code of a block under ``--plain`` (every harness reads 2 as "block")."""
 
@@ -85,10 +88,6 @@ GUARD_BUSY_MS = 3000
 harness's hook timeout; a WAL store never makes readers wait on writers)."""
 
 
-def _norm(event: Any) -> str:
-    return "".join(c for c in event.lower() if c.isalpha()) if isinstance(event, str) else ""
-
-
 _PRE_NORMS = frozenset({"pretooluse", "beforetool", "pretool", "beforetooluse"})
 _RESULT_KEYS = ("tool_response", "tool_output", "tool_result", "tool_error", "error")
 
@@ -101,7 +100,7 @@ def is_pre_tool(payload: Any) -> bool:
     post-tool events never block."""
     if not isinstance(payload, dict):
         return False
-    norm = _norm(payload.get("hook_event_name"))
+    norm = norm_event(payload.get("hook_event_name"))
     if norm in _PRE_NORMS:
         return True
     if "tool_name" not in payload and "tool_input" not in payload:
@@ -201,7 +200,7 @@ def read_payload(raw: bytes | str, dialect: str = "auto") -> Incoming:
 
 def _known_other(fields: dict[str, Any]) -> bool:
     """A scanned payload that names an event this hook never decides."""
-    norm = _norm(fields.get("hook_event_name"))
+    norm = norm_event(fields.get("hook_event_name"))
     return bool(norm) and (norm.startswith(("post", "after")) or norm in _OTHER_NORMS)
 
 
@@ -242,34 +241,10 @@ def sniff(text: str) -> dict[str, Any]:
 
 
 def harness_of(payload: dict[str, Any], dialect: str = "auto") -> str:
-    """Which harness to answer: ``--dialect`` when given, else detected from the payload.
-
-    The same clues as the capture's ``hooks.detect_dialect``, without its store lookup (a
-    pre-tool payload always carries enough): Gemini's event name, the transcript's location,
-    then the fields only one harness adds.
-    """
-    if dialect in HARNESSES:
-        return dialect
-    if _norm(payload.get("hook_event_name")) == "beforetool":
-        return "gemini"
-    path = payload.get("transcript_path")
-    if isinstance(path, str):
-        if "/.gemini/" in path:
-            return "gemini"
-        if "/.codex/" in path or path.rsplit("/", 1)[-1].startswith("rollout-"):
-            return "codex"
-        if "/.claude/" in path:
-            return "claude"
-    if isinstance(payload.get("timestamp"), str):
-        return "gemini"
-    if "prompt_id" in payload or "agent_transcript_path" in payload:
-        return "claude"
-    call_id = payload.get("tool_use_id")
-    if "turn_id" in payload or (isinstance(call_id, str) and call_id.startswith("call_")):
-        return "codex"
-    if "model" in payload:
-        return "codex"
-    return "claude"
+    """Which harness to answer: ``--dialect`` when given, else detected from the payload
+    (``harness.detect``, without the capture's store lookup: a pre-tool payload always
+    carries enough)."""
+    return detect(payload, forced=dialect)
 
 
 def proposed_step(payload: dict[str, Any]) -> StepText:
@@ -303,8 +278,6 @@ def _checked(policies: list[Policy], step: StepText, store_dir: Path | None) -> 
     """``evaluate``, unless the policies vanished: none enabled, though the marker says the
     store had some."""
     if not policies and store_dir is not None:
-        from agent_replay.services.guard.marker import MarkerError, remembered
-
         try:
             count = remembered(store_dir)
         except MarkerError as exc:
@@ -411,10 +384,6 @@ def run_fast(
 def _run_fast(
     incoming: Incoming, options: dict[str, Any], *, plain: bool, out: IO[str], err: IO[str]
 ) -> int | None:
-    from agent_replay.paths import DB_NAME, redaction_on, resolve_dir
-    from agent_replay.services.capture import hook_inbox
-    from agent_replay.store.schema import SCHEMA_VERSION
-
     text, guarded, harness = incoming.text, incoming.guarded, incoming.harness
     try:
         store_dir: Path | None = resolve_dir(options.pop("dir", None))
@@ -425,10 +394,10 @@ def _run_fast(
     assert store_dir is not None
     options["redact"] = redaction_on(store_dir, not options.get("redact", True))
     if not text.strip():
-        hook_inbox.log_error(store_dir, "empty payload on stdin; nothing recorded")
+        inbox.log_error(store_dir, "empty payload on stdin; nothing recorded")
         return 0
     if guarded and incoming.problem is not None:
-        hook_inbox.log_error(store_dir, f"guard refused a payload: {incoming.problem}")
+        inbox.log_error(store_dir, f"guard refused a payload: {incoming.problem}")
         return answer(undecidable(incoming.problem), harness, plain=plain).emit(out, err)
     if not guarded and incoming.problem is not None:
         return 0  # not a tool call, and nothing to record from it (capture logs the same)
@@ -436,7 +405,7 @@ def _run_fast(
     if guarded:
         vanished = vanished_policies(store_dir, db_file)
         if vanished is not None:
-            hook_inbox.log_error(store_dir, f"guard refused a call: {vanished.reason}")
+            inbox.log_error(store_dir, f"guard refused a call: {vanished.reason}")
             return answer(vanished, harness, plain=plain).emit(out, err)
     if options["sync"] or not db_file.exists():
         return _defer(text)
@@ -464,11 +433,11 @@ def _run_fast(
     try:
         if conn is None or not readable:  # never wait on a store that could not be read
             raise sqlite3.OperationalError("the store could not be read; payload not queued")
-        conn.execute(f"PRAGMA busy_timeout = {hook_inbox.BUSY_TIMEOUT_MS}")
-        hook_inbox.insert(conn, text, queued)
-        hook_inbox.ensure_drainer(store_dir)
+        conn.execute(f"PRAGMA busy_timeout = {inbox.BUSY_TIMEOUT_MS}")
+        inbox.insert(conn, text, queued)
+        inbox.ensure_drainer(store_dir)
     except Exception as exc:  # noqa: BLE001 - capture never changes the answer
-        hook_inbox.log_error(store_dir, f"{type(exc).__name__}: {exc}")
+        inbox.log_error(store_dir, f"{type(exc).__name__}: {exc}")
     finally:
         if conn is not None:
             conn.close()
@@ -489,8 +458,6 @@ def vanished_policies(store_dir: Path, db_file: Path) -> Evaluation | None:
     """The refusal when the policies marker says the store had enabled policies and its
     database file is now missing or empty (``None``: nothing vanished, as far as the file
     shows; an unreadable marker refuses too)."""
-    from agent_replay.services.guard.marker import MarkerError, remembered
-
     try:
         count = remembered(store_dir)
     except MarkerError as exc:
@@ -531,11 +498,9 @@ def evaluate_file(db_file: Path, step: StepText) -> Evaluation:
 def log_traceback(store_dir: Path) -> None:
     """The current traceback into the store's log (a failure that made the hook fail
     closed must be diagnosable)."""
-    import traceback
+    import traceback  # deferred: failure paths only
 
-    from agent_replay.services.capture.hook_inbox import log_error
-
-    log_error(store_dir, "guard failed:\n" + traceback.format_exc().rstrip())
+    inbox.log_error(store_dir, "guard failed:\n" + traceback.format_exc().rstrip())
 
 
 def _defer(text: str) -> int | None:
