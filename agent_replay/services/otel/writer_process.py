@@ -45,6 +45,7 @@ from agent_replay.services.otel.writer import (
     FRAME_HEADER,
     Log,
     WriterStats,
+    run,
     write_error_log,
 )
 from agent_replay.store.db import DB_ERRORS, Store, open_store
@@ -67,7 +68,7 @@ def _select_in(store: Store, sql: str, keys: list[str]) -> list[tuple[Any, ...]]
     for start in range(0, len(keys), _CHUNK):
         chunk = keys[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
-        out.extend(tuple(row) for row in execute(store, sql.format(marks), chunk).fetchall())
+        out.extend(tuple(row) for row in run(store, sql.format(marks), chunk).fetchall())
     return out
 
 
@@ -225,7 +226,7 @@ class BatchWriter:
         insert_many(store, "otel_spans", _SPAN_COLUMNS, rows, verb="INSERT OR IGNORE")
         self.stats.spans_staged += len(rows)
         for group, trace_id in moves:
-            execute(
+            run(
                 store,
                 "UPDATE otel_spans SET group_key = ? WHERE otel_trace_id = ?",
                 [group, trace_id],
@@ -241,7 +242,7 @@ class BatchWriter:
                 if group:
                     groups[group] = None
                 groups[span_groups[trace_id]] = None
-                execute(
+                run(
                     store,
                     "UPDATE otel_logs SET group_key = ? WHERE otel_trace_id = ?",
                     [span_groups[trace_id], trace_id],
@@ -377,7 +378,7 @@ class BatchWriter:
         stale = [*previous, *gone]
         for start in range(0, len(stale), _CHUNK):
             chunk = stale[start : start + _CHUNK]
-            execute(store, f"DELETE FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+            run(store, f"DELETE FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
         for rows in built:
             created = previous.get(rows.trace[0])
             if created is not None:
