@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_replay.services.otel.writer import run
 from agent_replay.store.db import Store
-from agent_replay.store.writes import execute
+from agent_replay.store.writes import insert_many
 
 
 def duplicate(step: dict[str, Any], where: dict[str, Any]) -> None:
@@ -54,7 +55,7 @@ def count_once(store: Store, trace: dict[str, Any], building: set[str]) -> None:
     owners: dict[str, tuple[str, int]] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        rows = execute(
+        rows = run(
             store,
             "SELECT r.response_id, r.trace_id, r.step_number, t.id FROM otel_responses r "
             "LEFT JOIN traces t ON t.id = r.trace_id "
@@ -64,21 +65,22 @@ def count_once(store: Store, trace: dict[str, Any], building: set[str]) -> None:
         for response_id, owner, number, exists in rows:
             if owner != trace["id"] and (exists is not None or owner in building):
                 owners[response_id] = (owner, int(number))
-    claims = []
+    claims: dict[str, tuple[str, str, int]] = {}  # one claim per response (the last, as before)
     for step in steps:
         response_id = scope + str(step["metadata"]["response_id"])
         if response_id in owners:
             owner, number = owners[response_id]
             duplicate(step, {"trace_id": owner, "step_number": number})
         else:
-            claims.append((response_id, trace["id"], int(step["step_number"])))
-    for response_id, owner, number in claims:
-        execute(store, "DELETE FROM otel_responses WHERE response_id = ?", [response_id])
-        execute(
-            store,
-            "INSERT INTO otel_responses (response_id, trace_id, step_number) VALUES (?, ?, ?)",
-            [response_id, owner, number],
-        )
+            claims[response_id] = (response_id, trace["id"], int(step["step_number"]))
+    if claims:
+        ids = list(claims)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            run(store, f"DELETE FROM otel_responses WHERE response_id IN ({marks})", chunk)
+        columns = ("response_id", "trace_id", "step_number")
+        insert_many(store, "otel_responses", columns, list(claims.values()))
 
 
 def _scope(trace: dict[str, Any]) -> str:

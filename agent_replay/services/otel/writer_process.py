@@ -14,8 +14,8 @@ store connection. Each batch is one ``BEGIN IMMEDIATE`` transaction that:
    replaces the stored trace: same id, evals and first-seen time kept, delete and insert in the
    same transaction, through the ingest service's row builder (``prepare``).
 
-A reader thread takes batches off the pipe while the main thread writes, so under load the
-next transaction takes everything that arrived meanwhile (group commit). At end of input
+Between transactions the process takes everything that arrived on the pipe meanwhile, so under
+load the next transaction writes many requests' items at once (group commit). At end of input
 (the receiver stopping, or gone) everything received is written, then the process exits.
 """
 
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import gc
 import os
+import select
 import signal
 import sys
-import threading
 import time
 import traceback
 from collections import deque
@@ -45,6 +45,7 @@ from agent_replay.services.otel.writer import (
     FRAME_HEADER,
     Log,
     WriterStats,
+    run,
     write_error_log,
 )
 from agent_replay.store.db import DB_ERRORS, Store, open_store
@@ -67,7 +68,7 @@ def _select_in(store: Store, sql: str, keys: list[str]) -> list[tuple[Any, ...]]
     for start in range(0, len(keys), _CHUNK):
         chunk = keys[start : start + _CHUNK]
         marks = ", ".join("?" * len(chunk))
-        out.extend(tuple(row) for row in execute(store, sql.format(marks), chunk).fetchall())
+        out.extend(tuple(row) for row in run(store, sql.format(marks), chunk).fetchall())
     return out
 
 
@@ -225,7 +226,7 @@ class BatchWriter:
         insert_many(store, "otel_spans", _SPAN_COLUMNS, rows, verb="INSERT OR IGNORE")
         self.stats.spans_staged += len(rows)
         for group, trace_id in moves:
-            execute(
+            run(
                 store,
                 "UPDATE otel_spans SET group_key = ? WHERE otel_trace_id = ?",
                 [group, trace_id],
@@ -241,7 +242,7 @@ class BatchWriter:
                 if group:
                     groups[group] = None
                 groups[span_groups[trace_id]] = None
-                execute(
+                run(
                     store,
                     "UPDATE otel_logs SET group_key = ? WHERE otel_trace_id = ?",
                     [span_groups[trace_id], trace_id],
@@ -377,7 +378,7 @@ class BatchWriter:
         stale = [*previous, *gone]
         for start in range(0, len(stale), _CHUNK):
             chunk = stale[start : start + _CHUNK]
-            execute(store, f"DELETE FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
+            run(store, f"DELETE FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
         for rows in built:
             created = previous.get(rows.trace[0])
             if created is not None:
@@ -398,14 +399,6 @@ class BatchWriter:
 # --- the process --------------------------------------------------------------------------------
 
 
-LINGER_ITEMS = 1_000
-"""A batch this big is written at once; a smaller one waits (up to ``LINGER_S``) for more."""
-LINGER_S = 0.0
-"""No wait: every request now waits for its batch's commit (a 2xx means on disk), so the
-requests that arrive during a write are the next batch (group commit without a timer). A
-20 ms linger cost a single exporter 4.7x its throughput (bench/otlp.py: 152 -> 711 spans/s)."""
-
-
 @dataclass
 class _Frame:
     seq: int
@@ -416,80 +409,73 @@ class _Frame:
 
 
 class _Inbox:
-    """Batches read off the pipe by a thread of their own, taken by the writing thread."""
+    """Batches read off the pipe by the writing thread itself, between transactions.
+
+    No reader thread: when nothing is waiting, ``take`` blocks on the pipe; after a
+    transaction it takes, without waiting, everything that arrived meanwhile (group commit
+    without a timer or a hand-over between threads: under load a thread hop per batch was
+    a scheduler wake-up on the acknowledgement's path). The pipe is enlarged (1 MiB where
+    Linux allows it) so that senders rarely wait while a transaction runs.
+    """
 
     def __init__(self, stream: IO[bytes]) -> None:
-        self.stream = stream
-        self.cond = threading.Condition()
+        self.fd = stream.fileno()
         self.frames: deque[_Frame] = deque()
+        self.buffer = bytearray()
         self.closed = False
-        self.thread = threading.Thread(target=self._read, name="otel-writer-inbox", daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        """Read whatever the pipe holds (up to 1 MiB a call) and cut it into batches: under
-        load, one system call and one hand-over to the writing thread for many requests."""
-        fd = self.stream.fileno()
-        size = FRAME_HEADER.size
-        buffer = bytearray()
         try:
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    return  # end of input: a batch cut short is one its sender never finished
-                buffer += chunk
-                frames = []
-                start = 0
-                while len(buffer) - start >= size:
-                    length, seq, received_ms, spans, logs = FRAME_HEADER.unpack_from(buffer, start)
-                    end = start + size + length
-                    if len(buffer) < end:
-                        break
-                    body = bytes(buffer[start + size : end])
-                    frames.append(_Frame(seq, received_ms, spans, logs, body))
-                    start = end
-                del buffer[:start]
-                if frames:
-                    with self.cond:
-                        self.frames.extend(frames)
-                        self.cond.notify_all()
-        except (OSError, ValueError):
-            return
-        finally:
-            with self.cond:
-                self.closed = True
-                self.cond.notify_all()
+            import fcntl
 
-    def _waiting(self) -> int:
-        return sum(frame.spans + frame.logs for frame in self.frames)
+            fcntl.fcntl(self.fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except (ImportError, OSError):
+            pass  # not Linux, or over the system's limit: the default size works too
+        os.set_blocking(self.fd, False)
+
+    def _fill(self, wait: bool) -> None:
+        """Read what the pipe holds (up to 1 MiB a call) and cut it into batches; ``wait``:
+        until at least one batch is complete or the input ends."""
+        size = FRAME_HEADER.size
+        while not self.closed:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                if not wait or self.frames:
+                    return
+                select.select([self.fd], [], [])
+                continue
+            except (OSError, ValueError):
+                chunk = b""
+            if not chunk:  # end of input: a batch cut short is one its sender never finished
+                self.closed = True
+                return
+            buffer = self.buffer
+            buffer += chunk
+            start = 0
+            while len(buffer) - start >= size:
+                length, seq, received_ms, spans, logs = FRAME_HEADER.unpack_from(buffer, start)
+                end = start + size + length
+                if len(buffer) < end:
+                    break
+                body = bytes(buffer[start + size : end])
+                self.frames.append(_Frame(seq, received_ms, spans, logs, body))
+                start = end
+            del buffer[:start]
 
     def is_closed(self) -> bool:
-        with self.cond:
-            return self.closed
+        """Whether the input ended (what arrived until then is kept for ``take``)."""
+        self._fill(wait=False)
+        return self.closed
 
     def take(self, limit: int) -> list[_Frame]:
-        """The batches waiting (at least one, up to ``limit`` items); none at end of input.
-
-        A transaction has a fixed cost (its queries, the commit) worth more than a hundred
-        items, so when fewer than ``LINGER_ITEMS`` are waiting this waits up to ``LINGER_S``
-        for more: a few milliseconds of latency instead of a transaction per request.
-        """
-        with self.cond:
-            self.cond.wait_for(lambda: self.frames or self.closed)
-            if not self.closed and self._waiting() < LINGER_ITEMS:
-                deadline = time.monotonic() + LINGER_S
-                while not self.closed and self._waiting() < LINGER_ITEMS:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    self.cond.wait(left)
-            taken: list[_Frame] = []
-            size = 0
-            while self.frames and (not taken or size < limit):
-                frame = self.frames.popleft()
-                taken.append(frame)
-                size += frame.spans + frame.logs
-            return taken
+        """The batches waiting (at least one, up to ``limit`` items); none at end of input."""
+        self._fill(wait=True)
+        taken: list[_Frame] = []
+        size = 0
+        while self.frames and (not taken or size < limit):
+            frame = self.frames.popleft()
+            taken.append(frame)
+            size += frame.spans + frame.logs
+        return taken
 
 
 class _Reports:
