@@ -7,6 +7,8 @@ No Textual, no Rich: the app calls it from a thread worker.
 
 from __future__ import annotations
 
+import threading
+
 from peewee import SQL, Case, Select, fn
 
 from agent_replay.store.db import Store, shared_connection
@@ -67,10 +69,16 @@ class ChangeSignal:
         self._store = shared_connection(store)
         self._wal: str | None = None
         self._token: object = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     def changed(self) -> bool:
         """True when the store changed since the last call (the first call takes the
-        baseline and says False)."""
+        baseline and says False; after ``close``, always False)."""
+        with self._lock:
+            return False if self._closed else self._changed()
+
+    def _changed(self) -> bool:
         store = self._store
         if store.is_sqlite:
             token: object = data_version(store)
@@ -84,5 +92,9 @@ class ChangeSignal:
         return last is not None and token != last
 
     def close(self) -> None:
-        """Close the signal's connection."""
-        self._store.close()
+        """Close the signal's connection, once a poll in flight on another thread has
+        finished: closing a SQLite connection under a running statement crashes the process
+        (seen as a segfault when the app quit during a poll)."""
+        with self._lock:
+            self._closed = True
+            self._store.close()
