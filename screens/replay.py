@@ -105,11 +105,21 @@ class PlayheadView(ScrollView, can_focus=False):
             self._cache.clear()
         old, self._count = self._count, count
         self.virtual_size = Size(0, count + 1)  # + the header line
-        page = max(1, self.scrollable_content_region.height - 1)
-        if count - 1 < self.scroll_offset.y or count > self.scroll_offset.y + page:
-            self.scroll_to(y=max(0, count - page), animate=False, immediate=True)
+        self._keep_playhead_in_view()
         for index in (old - 1, old, count - 1, count):
             self._refresh_row(index)
+
+    def _keep_playhead_in_view(self) -> None:
+        page = self.scrollable_content_region.height - 1
+        if page < 1:  # not laid out yet (the screen was loading): on_resize scrolls
+            return
+        count = self._count
+        if count - 1 < self.scroll_offset.y or count > self.scroll_offset.y + page:
+            self.scroll_to(y=max(0, count - page), animate=False, immediate=True)
+
+    def on_resize(self) -> None:
+        """Opened at step N, the playhead is placed once the view has its size."""
+        self._keep_playhead_in_view()
 
     def _refresh_row(self, index: int) -> None:
         y = index - self.scroll_offset.y + 1
@@ -238,6 +248,8 @@ class ReplayScreen(TraceScreen):
         self.state_panel.end = self._replay.state_at(self._replay.total)
         last = self._replay.steps[-1]["step_number"] if self._replay.steps else 0
         self.table.widths[0] = max(COLUMNS[0][2], len(str(last)))
+        running = f"{self._replay.tokens_at(self._replay.total):,}"
+        self.table.widths[-1] = max(COLUMNS[-1][2], len(running))  # 2,381,325 needs 9
         self.table.show(0, self._row)
         self.sub_title = f"{trace['id']} · {truncate(safe(trace['agent_name']), 40)}"
         start = 0

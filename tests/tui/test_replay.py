@@ -252,3 +252,26 @@ def test_snapshot_at_the_end(seeded_store, tui, snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(tui(seeded_store), terminal_size=SIZE, run_before=run_before)
+
+
+async def test_opened_at_a_late_step_the_playhead_row_is_in_view(
+    seeded_store, tui, make_trace
+) -> None:
+    """Replay opened on step 150 of 200 (from the timeline's cursor) shows that row at once,
+    not the first page; the running total's column is as wide as the trace's total."""
+    from agent_replay.services.ingest import ingest_trace
+
+    trace = make_trace(200)
+    for step in trace["steps"]:
+        step["tokens_used"] = 12_345
+    trace.pop("total_tokens", None)
+    stored = ingest_trace(seeded_store, trace).id
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await _open(app, pilot, stored, at_step=150)
+        table = screen.query_one("#replay-steps")
+        assert table.cursor_row == 149
+        top = table.scroll_offset.y
+        page = table.scrollable_content_region.height - 1
+        assert top <= 149 < top + page, (top, page)
+        assert table.widths[-1] >= len(f"{200 * 12_345:,}")
