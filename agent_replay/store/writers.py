@@ -14,7 +14,6 @@ Stdlib and the store only.
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from functools import cache
 
@@ -43,7 +42,12 @@ def _boot_id() -> str:
 
 
 def host() -> str:
-    """This machine's name, as writers record it."""
+    """This machine's name, as writers record it: ``socket.gethostname()``'s answer, read
+    without importing ``socket`` (2.7 ms of every ``list``'s start-up)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket  # Windows
+
     return socket.gethostname()
 
 
