@@ -104,13 +104,42 @@ class DrillTable(DataTable[Any]):
 
 
 class Card(Static):
-    """One total: a big value under a title, with a note in the bottom border."""
+    """One total: a big value under a title, with a note in the bottom border; on a narrow
+    screen (``-inline``) the border goes and title, value and note are three centred lines,
+    so an 80-column card reads "Traces", not "Tra…"."""
+
+    def __init__(self, title: str, *, short: str = "", id: str, classes: str) -> None:  # noqa: A002
+        super().__init__(id=id, classes=classes)
+        self.title = title
+        self.short = short or title
+        """The title inside the card (at most 12 cells, the narrowest card's width)."""
+        self._value = ""
+        self._note = ""
+        self.border_title = title
 
     def show(self, value: str, note: str = "", *, alert: bool = False) -> None:
         """Set the value and the note (our own text, never producer text)."""
-        self.update(Text(value, style="bold"))
-        self.border_subtitle = note
+        self._value, self._note = value, note
         self.set_class(alert, "-alert")
+        self._paint()
+
+    def set_inline(self, inline: bool) -> None:
+        """Title and note inside the card (narrow screens) or in its border."""
+        if inline != self.has_class("-inline"):
+            self.set_class(inline, "-inline")
+            self._paint()
+
+    def _paint(self) -> None:
+        if self.has_class("-inline"):
+            self.border_title = self.border_subtitle = ""
+            lines = Text(justify="center", no_wrap=True, overflow="ellipsis")
+            lines.append(f"{self.short}\n", style="dim")
+            lines.append(self._value, style="bold")
+            lines.append(f"\n{self._note}", style="dim")
+            self.update(lines)
+        else:
+            self.border_title, self.border_subtitle = self.title, self._note
+            self.update(Text(self._value, style="bold"))
 
 
 class DashboardScreen(BaseScreen):
@@ -161,18 +190,16 @@ class DashboardScreen(BaseScreen):
         yield Header()
         with Vertical(id="dashboard-body"):
             with Horizontal(id="totals"):
-                for key, title, width in (
-                    ("traces", "Traces", ""),
-                    ("steps", "Steps", ""),
-                    ("tokens", "Tokens", ""),
-                    ("cost", "Cost", ""),
-                    ("failure-rate", "Failure rate", "-wide"),
-                    ("eval-pass-rate", "Eval pass rate", "-wide"),
-                    ("guard-blocks", "Guard blocks", "-wide"),
+                for key, title, short, width in (
+                    ("traces", "Traces", "", ""),
+                    ("steps", "Steps", "", ""),
+                    ("tokens", "Tokens", "", ""),
+                    ("cost", "Cost", "", ""),
+                    ("failure-rate", "Failure rate", "", "-wide"),
+                    ("eval-pass-rate", "Eval pass rate", "Evals passed", "-wide"),
+                    ("guard-blocks", "Guard blocks", "", "-wide"),
                 ):
-                    card = Card(id=f"card-{key}", classes=f"card {width}")
-                    card.border_title = title
-                    yield card
+                    yield Card(title, short=short, id=f"card-{key}", classes=f"card {width}")
             yield Static("", id="window-line")
             with Horizontal(id="charts-top", classes="dashboard-row"):
                 with Vertical(id="per-day-panel", classes="panel"):
@@ -199,6 +226,13 @@ class DashboardScreen(BaseScreen):
                     yield Static("", classes="panel-empty")
         yield Static(EMPTY_STORE, id="empty-state", classes="-empty-state", markup=False)
         yield KeyBar()
+
+    NARROW = 120
+    """Below this width the totals' titles and notes move inside their cards."""
+
+    def on_resize(self) -> None:
+        for card in self.query(Card):
+            card.set_inline(self.size.width < self.NARROW)
 
     def on_mount(self) -> None:
         titles = {
