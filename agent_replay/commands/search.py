@@ -60,7 +60,8 @@ def command(
         truncate,
         use_color,
     )
-    from agent_replay.store.search import parse_search, search
+    from agent_replay.store.search import parse_search
+    from agent_replay.store.trace_search import search
 
     if not parse_search(query):
         raise click.UsageError("the query has no words to search for")

@@ -180,7 +180,7 @@ def _last_step_number(store: Store, trace_id: str) -> int:
 def search(store: Store, args: SearchArgs, clock: Clock) -> dict[str, Any]:
     """Traces whose names, inputs, outputs or errors match, best first, with snippets."""
     from agent_replay.store.search import parse_search
-    from agent_replay.store.search import search as run_search
+    from agent_replay.store.trace_search import search as run_search
 
     if not parse_search(args.query):
         raise UsageError("the query has no words to search for")

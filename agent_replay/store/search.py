@@ -11,6 +11,8 @@ same rows on either (SQLite also folds diacritics).
 The query language is small: words must all appear (in any field of the same step or trace);
 ``"two words"`` must appear together; ``word*`` matches words starting with it. Snippets are
 cut here, from the matching row itself, so they read the same on both backends.
+``store.trace_search.search`` runs a query over the traces (ranked, filtered, with their best
+matches); this module never imports ``store.queries``.
 
 A store module: no services, Textual or Rich.
 """
@@ -189,7 +191,7 @@ class SearchResult:
         }
 
 
-def _hits_sql(store: Store, within: int = 0) -> str:
+def hits_sql(store: Store, within: int = 0) -> str:
     """Rows ``(trace_id, step_number, score)`` of every matching step and trace; ``within``
     limits them to that many trace ids (placeholders appended after the query's)."""
     step_in = trace_in = ""
@@ -216,77 +218,13 @@ def _hits_sql(store: Store, within: int = 0) -> str:
     )
 
 
-def _hits_params(store: Store, query: str, ids: Sequence[str] = ()) -> list[Any]:
+def hits_params(store: Store, query: str, ids: Sequence[str] = ()) -> list[Any]:
     if store.is_sqlite:
         return [query, *ids, query, *ids]
     return [query, query, *ids, query, query, *ids]
 
 
-def search(
-    store: Store,
-    text: str,
-    filters: Any = None,
-    *,
-    limit: int = 20,
-    per_trace: int = 3,
-) -> list[SearchResult]:
-    """The traces matching ``text``, best first, each with its best ``per_trace`` matches.
-
-    Args:
-        text: the query (see the module docstring); no words means no results.
-        filters: a ``queries.TraceFilter`` the traces must also pass (its ``text`` unused).
-        limit: how many traces at most.
-        per_trace: how many matches to show per trace.
-    """
-    from agent_replay.store.queries import TraceFilter, summaries, where_sql
-
-    terms = parse_search(text)
-    if not terms:
-        return []
-    catch_up(store)
-    query = fts5_query(terms) if store.is_sqlite else tsquery(terms)
-    filters = filters or TraceFilter()
-    if filters.text:
-        filters = TraceFilter(**{**filters.__dict__, "text": None})
-    where, params = where_sql(store, filters)
-    if store.is_sqlite:
-        ranked, rows = _rank_sqlite(store, query, where, params, limit)
-    else:
-        ranked = execute(
-            store,
-            f"SELECT h.trace_id, MAX(h.score), COUNT(*) FROM ({_hits_sql(store)}) h "
-            f"JOIN traces t ON t.id = h.trace_id WHERE {where} "
-            "GROUP BY h.trace_id ORDER BY MAX(h.score) DESC, COUNT(*) DESC, h.trace_id LIMIT ?",
-            [*_hits_params(store, query), *params, limit],
-        ).fetchall()
-        rows = []
-        if ranked:
-            chosen = [str(r[0]) for r in ranked]
-            sql, hit_params = _hits_sql(store, len(chosen)), _hits_params(store, query, chosen)
-            rows = execute(store, sql, hit_params).fetchall()
-    if not ranked:
-        return []
-    ids = [str(r[0]) for r in ranked]
-    by_id = {s.id: s for s in summaries(store, ids)}
-    hits: dict[str, list[tuple[int | None, float]]] = {tid: [] for tid in ids}
-    for trace_id, number, score in rows:
-        if trace_id in hits:
-            hits[trace_id].append((None if number is None else int(number), float(score)))
-    results = []
-    for trace_id, best, count in ranked:
-        top = sorted(hits[trace_id], key=lambda h: (-h[1], h[0] or 0))[:per_trace]
-        results.append(
-            SearchResult(
-                trace=by_id[trace_id],
-                score=float(best),
-                matches=int(count),
-                hits=_matches(store, trace_id, top, terms),
-            )
-        )
-    return results
-
-
-def _rank_sqlite(
+def rank_sqlite(
     store: Store, query: str, where: str, params: list[Any], limit: int
 ) -> tuple[list[tuple[str, float, int]], list[tuple[str, int | None, float]]]:
     """The best ``limit`` traces passing ``where`` as ``(id, best score, matches)``, ordered
@@ -400,7 +338,7 @@ def _passing(store: Store, trace_ids: list[str], where: str, params: list[Any]) 
     return out
 
 
-def _matches(
+def trace_matches(
     store: Store, trace_id: str, top: list[tuple[int | None, float]], terms: list[Term]
 ) -> list[SearchMatch]:
     from agent_replay.store.mapping import dec

@@ -30,6 +30,8 @@ KEEP: dict[str, str] = {
     "store/models.py changes",
     "agent_replay/store/search.py": "the full-text search backends (FTS5 MATCH, PostgreSQL "
     "tsvector ranking), which the query builder does not express",
+    "agent_replay/store/trace_search.py": "the PostgreSQL ranking query of the full-text "
+    "search (ts_rank over the hits), which the query builder does not express",
     "agent_replay/services/hook/inbox.py": "the hook's fast path: stdlib sqlite3 only "
     "(no peewee), inside the hook's start-up budget",
     "agent_replay/services/hook/enforce.py": "hook --enforce's fast path: the policy read with "

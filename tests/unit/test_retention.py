@@ -19,7 +19,7 @@ from agent_replay.services.prune import prunable, remove, resolve_ids
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import count_traces
 from agent_replay.store.retention import reclaim_space
-from agent_replay.store.search import search
+from agent_replay.store.trace_search import search
 from agent_replay.store.transfer import trace_ids
 from agent_replay.store.writes import execute
 
