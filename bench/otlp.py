@@ -54,7 +54,7 @@ from typing import Any
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from otlp_baselines import DURABLE_SERVER, NOOP_SERVER, executemany_rate  # noqa: E402
+from otlp_baselines import RECEIVER, executemany_rate  # noqa: E402
 
 GOAL_SPANS_PER_S = 5_000
 GOAL_RATIO = 0.5
@@ -380,10 +380,10 @@ def run_noop(
     """Spans/s the no-op receiver accepts (``durable_in``: the durable one, with its database
     in that folder)."""
     if durable_in is None:
-        command = [sys.executable, "-c", NOOP_SERVER]
+        command = [sys.executable, "-c", RECEIVER]
     else:
         durable_in.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-c", DURABLE_SERVER, str(durable_in / "bodies.db")]
+        command = [sys.executable, "-c", RECEIVER, str(durable_in / "bodies.db")]
     process, host, port = start(command)
     try:
         began, answered, statuses = post_all(host, port, requests, clients)

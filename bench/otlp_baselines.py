@@ -15,41 +15,15 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-NOOP_SERVER = r"""
-import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        media = self.headers.get("Content-Type", "application/json")
-        body = b"{}" if media == "application/json" else b""
-        self.send_response(200)
-        self.send_header("Content-Type", media)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-server = Server(("127.0.0.1", 0), Handler)
-print(f"listening on http://127.0.0.1:{server.server_address[1]} ", file=sys.stderr, flush=True)
-server.serve_forever()
-"""
-
-
-DURABLE_SERVER = r"""
+RECEIVER = r"""
 import sqlite3, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-db = sqlite3.connect(sys.argv[1], isolation_level=None, check_same_thread=False)
-db.execute("PRAGMA journal_mode=wal"); db.execute("PRAGMA synchronous=full")
-db.execute("CREATE TABLE IF NOT EXISTS bodies (data BLOB)")
+db = None
+if len(sys.argv) > 1:  # the durable floor: commit each body before answering
+    db = sqlite3.connect(sys.argv[1], isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=wal"); db.execute("PRAGMA synchronous=full")
+    db.execute("CREATE TABLE IF NOT EXISTS bodies (data BLOB)")
 lock = threading.Lock()
 
 class Handler(BaseHTTPRequestHandler):
@@ -57,8 +31,9 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        with lock:  # one fsync'd commit per request before it is answered
-            db.execute("INSERT INTO bodies VALUES (?)", (body,))
+        if db is not None:
+            with lock:  # one fsync'd commit per request before it is answered
+                db.execute("INSERT INTO bodies VALUES (?)", (body,))
         media = self.headers.get("Content-Type", "application/json")
         out = b"{}" if media == "application/json" else b""
         self.send_response(200)
@@ -76,9 +51,10 @@ server = Server(("127.0.0.1", 0), Handler)
 print(f"listening on http://127.0.0.1:{server.server_address[1]} ", file=sys.stderr, flush=True)
 server.serve_forever()
 """
-"""The durable floor: the no-op receiver, but each request body is first committed to SQLite
-(WAL, ``synchronous=FULL``: fsync'd) as ours acknowledges only what is on disk. What it costs
-over the no-op is what durability costs on this disk, whatever the receiver."""
+"""The baseline receivers: ``python -c RECEIVER`` reads each body and answers 200 (the no-op);
+``python -c RECEIVER DB`` first commits the body to SQLite (WAL, ``synchronous=FULL``:
+fsync'd), as ours acknowledges only what is on disk: the durable floor. What it costs over the
+no-op is what durability costs on this disk, whatever the receiver."""
 
 
 # --- the storage ceiling ----------------------------------------------------------------------
