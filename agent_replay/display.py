@@ -7,6 +7,18 @@ from typing import Any
 
 from agent_replay.trace.io import dumps
 
+STEP_EMOJI = {
+    "thought": "💭",
+    "tool_call": "🔧",
+    "llm_call": "🤖",
+    "retrieval": "📚",
+    "output": "📤",
+    "decision": "🔀",
+    "error": "❌",
+    "guard_check": "🛡",
+}
+"""The step types' icons in plain text and the HTML page (the TUI has its own glyphs)."""
+
 # C0 and C1 control characters (and DEL) become visible escapes: producer text must never
 # move the cursor, change colours or ring the bell in the user's terminal.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0))}

@@ -161,9 +161,9 @@ def step_line(step: dict[str, Any], running_tokens: int, paint: Any) -> str:
     """One revealed step: icon, type, name, duration, tokens and the running token total,
     then a preview of its error, decision or output on a second line."""
     from agent_replay.commands._common import fmt_ms, preview, safe, truncate
-    from agent_replay.commands.show_text import STEP_ICONS
+    from agent_replay.display import STEP_EMOJI
 
-    icon = STEP_ICONS.get(step["step_type"], "•")
+    icon = STEP_EMOJI.get(step["step_type"], "•")
     name = truncate(safe(step["name"] or ""), 32)
     tokens = f"{step['tokens_used']:,} tok" if step["tokens_used"] is not None else "-"
     line = (

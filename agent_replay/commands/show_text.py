@@ -12,7 +12,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_replay.commands._output import STATUS_COLORS, Painter, step_out_of_range, use_color
-from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, preview, safe, truncate
+from agent_replay.display import (
+    STEP_EMOJI,
+    fmt_cost,
+    fmt_int,
+    fmt_ms,
+    fmt_time,
+    preview,
+    safe,
+    truncate,
+)
 from agent_replay.services.outcome import outcome_note
 from agent_replay.services.proxy.rerun import replay_mark
 from agent_replay.store.core import Store
@@ -132,18 +141,6 @@ class _Lines:
         sys.stdout.write(line + "\n")
 
 
-STEP_ICONS = {
-    "thought": "💭",
-    "tool_call": "🔧",
-    "llm_call": "🤖",
-    "retrieval": "📚",
-    "output": "📤",
-    "decision": "🔀",
-    "error": "❌",
-    "guard_check": "🛡",
-}
-
-
 class _Renderer:
     """Writes the human output line by line as the steps stream in (``sys.stdout`` buffers
     them on a pipe): memory stays flat however long the trace."""
@@ -202,7 +199,7 @@ class _Renderer:
 
     def _step_line(self, s: dict[str, Any], indent: str = "") -> str:
         p = self.paint
-        icon = STEP_ICONS.get(s["step_type"], "•")
+        icon = STEP_EMOJI.get(s["step_type"], "•")
         name = truncate(safe(s["name"] or ""), 40)
         parts = [f"{s['step_number']:>5}  {indent}{icon} {s['step_type']:<11} {name}"]
         meta = []

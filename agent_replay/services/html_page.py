@@ -14,20 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time
+from agent_replay.display import STEP_EMOJI, fmt_cost, fmt_int, fmt_ms, fmt_time
 from agent_replay.services.analysis import decision_points, tree_order
 from agent_replay.trace.io import dumps_bytes
-
-STEP_ICONS = {
-    "thought": "💭",
-    "tool_call": "🔧",
-    "llm_call": "🤖",
-    "retrieval": "📚",
-    "output": "📤",
-    "decision": "🔀",
-    "error": "❌",
-    "guard_check": "🛡",
-}
 
 TEMPLATE = "trace_page.html.j2"
 """The page's template, beside this module (package data)."""
@@ -70,7 +59,7 @@ def render_page(trace: dict[str, Any]) -> str:
         decisions=decision_points(steps),
         run_labels=[a for a in annotations if a["step_number"] is None],
         step_labels=step_labels,
-        icons=STEP_ICONS,
+        icons=STEP_EMOJI,
         js=_pretty,
         js1=_one_line,
         fmt_time=fmt_time,
