@@ -3,7 +3,7 @@ JSON objects), never peewee rows, and page with keysets, never ``OFFSET``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -192,34 +192,7 @@ def step_dicts(
     to_step: int | None = None,
 ) -> list[dict[str, Any]]:
     """The steps of a trace (optionally a step-number range) as the format's step objects."""
-    where = "trace_id = ?"
-    params: list[Any] = [trace_id]
-    if from_step is not None:
-        where += " AND step_number >= ?"
-        params.append(from_step)
-    if to_step is not None:
-        where += " AND step_number <= ?"
-        params.append(to_step)
-    rows = execute(
-        store, f"SELECT {_STEP_SELECT} FROM steps WHERE {where} ORDER BY step_number", params
-    ).fetchall()
-    decisions = {
-        r[0]: decision_dict(r)
-        for r in execute(
-            store,
-            f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions WHERE trace_id = ?",
-            [trace_id],
-        ).fetchall()
-    }
-    snapshots = {
-        r[0]: snapshot_dict(r)
-        for r in execute(
-            store,
-            f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM snapshots WHERE trace_id = ?",
-            [trace_id],
-        ).fetchall()
-    }
-    return [step_dict(r, decisions.get(r[0]), snapshots.get(r[0])) for r in rows]
+    return list(iter_step_dicts(store, trace_id, from_step=from_step, to_step=to_step))
 
 
 def iter_step_dicts(
@@ -242,29 +215,28 @@ def iter_step_dicts(
         rows = execute(store, sql, [*params, page_size]).fetchall()
         if not rows:
             return
-        marks = ", ".join("?" * len(rows))
         ids = [r[0] for r in rows]
-        decisions = {
-            r[0]: decision_dict(r)
-            for r in execute(
-                store,
-                f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions WHERE step_id IN ({marks})",
-                ids,
-            ).fetchall()
-        }
-        snapshots = {
-            r[0]: snapshot_dict(r)
-            for r in execute(
-                store,
-                f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM snapshots WHERE step_id IN ({marks})",
-                ids,
-            ).fetchall()
-        }
+        decisions = _by_step(store, "decisions", DECISION_COLUMNS, ids, decision_dict)
+        snapshots = _by_step(store, "snapshots", SNAPSHOT_COLUMNS, ids, snapshot_dict)
         for r in rows:
             yield step_dict(r, decisions.get(r[0]), snapshots.get(r[0]))
         if len(rows) < page_size:
             return
         low = rows[-1][2]  # step_number
+
+
+def _by_step(
+    store: Store,
+    table: str,
+    columns: tuple[str, ...],
+    step_ids: list[str],
+    build: Callable[[Any], dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """The ``decisions`` or ``snapshots`` rows of some steps, built, by step id (the
+    table's first column)."""
+    marks = ", ".join("?" * len(step_ids))
+    sql = f"SELECT {', '.join(columns)} FROM {table} WHERE step_id IN ({marks})"
+    return {r[0]: build(r) for r in execute(store, sql, step_ids).fetchall()}
 
 
 def step_metadata_with(
