@@ -6,8 +6,8 @@ hook`` takes at most 1.5x a bare stdlib Python hook that reads the payload
 (``python -c 'import sys, json; json.load(sys.stdin)'``, the same interpreter).
 
 Each run is one real, unmodified Claude Code session (npm ``@anthropic-ai/claude-code``) in
-print mode against the scripted model of the realcli kit (``mock_llm_server.py``, loopback
-only): ``ls -la``, read ``notes.txt``, write ``summary.txt``, a failing ``cat``, an answer.
+print mode against a scripted Anthropic model (``bench/claude_model.py``, beside this script,
+loopback only): ``ls -la``, read ``notes.txt``, write ``summary.txt``, a failing ``cat``, an answer.
 Every hook event the README lists is registered with one command: ``agent-replay hook`` (the
 console script beside this interpreter) or the bare hook; the two sides alternate, the order
 flipping every run. Each session has a fresh HOME, workspace (a git repository) and store
@@ -20,9 +20,9 @@ Printed: the median hook duration per side over all hooks of all its sessions, p
 too, the session wall time, and the ratio ours/bare.
 
 Run by hand (Linux, x64):
-``nice .venv/bin/python bench/hook_claude.py --realcli DIR [--runs 5]``, where DIR holds the
-realcli kit (``mock_llm_server.py``). Claude Code is found as ``--claude``, else
-``$CLAUDE_BIN``, else under ``$E2E_ROOT/agents/claude`` (the kit's README installs it there).
+``nice .venv/bin/python bench/hook_claude.py [--runs 5]``. Claude Code is found as
+``--claude``, else ``$CLAUDE_BIN``, else under ``$E2E_ROOT/agents/claude`` (npm's
+``node_modules`` there).
 Exits 1 when the ratio misses its goal.
 """
 
@@ -51,6 +51,7 @@ from agent_replay.services.hook.drain import drain_with_lock
 
 GOAL = 1.5
 PYCACHE = Path("/tmp/agent-replay-bench/pycache")
+MODEL = Path(__file__).with_name("claude_model.py")
 PROMPT = (
     "List the files in this directory, read notes.txt, write a short summary.txt, "
     "then check whether does_not_exist.txt exists."
@@ -148,7 +149,7 @@ def find_claude(given: str | None) -> Path:
 
 
 def session(
-    side: str, claude: Path, realcli: Path, otlp_port: int, base: Path, enforce: bool
+    side: str, claude: Path, otlp_port: int, base: Path, enforce: bool
 ) -> tuple[str, float]:
     """One Claude Code session with ``side``'s hook; returns its session id and wall seconds."""
     if base.exists():
@@ -176,8 +177,8 @@ def session(
     (home / ".claude" / "settings.json").write_text(json.dumps({"hooks": hooks}))
     model_port = free_port()
     model = subprocess.Popen(
-        [sys.executable, str(realcli / "mock_llm_server.py"), "--port", str(model_port),
-         "--workdir", str(work), "--log", str(base / "wire.jsonl"), "--scenario", "basic"],
+        [sys.executable, str(MODEL), "--port", str(model_port),
+         "--workdir", str(work), "--log", str(base / "wire.jsonl")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     env = {
@@ -230,7 +231,6 @@ def check_recorded(store: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--realcli", type=Path, required=True, help="the realcli kit's folder")
     parser.add_argument("--claude", help="the Claude Code binary (else $CLAUDE_BIN, $E2E_ROOT)")
     parser.add_argument("--runs", type=int, default=5, help="sessions per side (default 5)")
     parser.add_argument(
@@ -239,9 +239,7 @@ def main() -> int:
     args = parser.parse_args()
     claude = find_claude(args.claude)
     if not claude.exists():
-        sys.exit(f"no Claude Code binary at {claude} (see the realcli kit's README)")
-    if not (args.realcli / "mock_llm_server.py").exists():
-        sys.exit(f"no mock_llm_server.py in {args.realcli}")
+        sys.exit(f"no Claude Code binary at {claude} (pass --claude or set $CLAUDE_BIN)")
     version = subprocess.run([str(claude), "--version"], capture_output=True, text=True)
     timings = Timings()
     server = receiver(timings)
@@ -255,7 +253,7 @@ def main() -> int:
         for run in range(args.runs):
             for side in ("ours", "bare") if run % 2 == 0 else ("bare", "ours"):
                 loads.append(os.getloadavg()[0])
-                sid, wall = session(side, claude, args.realcli, port, work / side, args.enforce)
+                sid, wall = session(side, claude, port, work / side, args.enforce)
                 sessions[side].append(sid)
                 walls[side].append(wall)
         time.sleep(2.5)  # the last batches of logs (exported every second)
