@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from otelkit import PROTOBUF, Payload, post_all, receiving, span, traces_payload
 
-from agent_replay.store.db import ensure_database
+from agent_replay.store.db import ensure_database, open_store
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -384,3 +384,44 @@ def test_no_secret_reaches_the_disk_on_any_capture_path(store_dir: Path, tmp_pat
         assert kept in jsonl, kept
     sessions = [json.loads(line).get("agent_name") for line in jsonl.splitlines()]
     assert len(sessions) >= 7  # hook, record, run, ingest, two imports, otel, fork
+
+
+def test_no_secret_reaches_a_new_store_through_the_hooks_first_queue(tmp_path: Path) -> None:
+    """The first hook into a new store queues without migrating it (the early inbox, read by
+    migration 0013): the corpus is redacted before that queue too, and stays so once the
+    drainer has recorded it."""
+    from agent_replay.services.hook.drain import drain_with_lock
+
+    store_dir = tmp_path / "new-store"
+    payload = {
+        "session_id": "corpus-first",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": corpus_blob()},
+        "tool_response": corpus_value(),
+        "tool_use_id": "toolu_first",
+    }
+    done = agent_replay(
+        store_dir,
+        "hook",
+        stdin=json.dumps(payload).encode(),
+        env={"AGENT_REPLAY_HOOK_NO_SPAWN": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+
+    def leaked() -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for file in sorted(store_dir.glob("traces.db*")):
+            data = file.read_bytes()
+            for secret in SECRETS:
+                if secret.encode() in data or json.dumps(secret)[1:-1].encode() in data:
+                    found.setdefault(secret[:16], []).append(file.name)
+        return found
+
+    assert (store_dir / "traces.db").exists()
+    assert leaked() == {}
+    drain_with_lock(store_dir)
+    with open_store(store_dir) as store:
+        (count,) = store.db.execute_sql("SELECT COUNT(*) FROM steps").fetchone()
+    assert count == 1  # recorded, not dropped
+    assert leaked() == {}
