@@ -271,12 +271,8 @@ def enable_psycopg2() -> None:
 
 
 def _pg_database(parsed: PgUrl, *, thread_safe: bool = True) -> Database:
-    # deferred: the pool module (and the driver) are only needed for server stores
-    from playhouse.pool import PooledPostgresqlDatabase
-
     enable_psycopg2()
-
-    database: Database = PooledPostgresqlDatabase(
+    database: Database = _pg_class()(
         parsed.dsn,
         autoconnect=False,
         max_connections=None,  # one per thread at most; idle ones are closed by Store.close
@@ -287,6 +283,38 @@ def _pg_database(parsed: PgUrl, *, thread_safe: bool = True) -> Database:
         application_name="agent-replay",
     )
     return database
+
+
+_PG_CLASS: type[Database] | None = None
+
+
+def _pg_class() -> type[Database]:
+    """The pooled PostgreSQL database, with every statement's parameters as PostgreSQL takes
+    them (``pg_value``): any query, built by peewee or not, runs unchanged on both backends."""
+    global _PG_CLASS
+    if _PG_CLASS is None:
+        # deferred: the pool module (and the driver) are only needed for server stores
+        from playhouse.pool import PooledPostgresqlDatabase
+
+        class AgentReplayPostgres(PooledPostgresqlDatabase):  # type: ignore[misc]
+            def execute_sql(self, sql: str, params: Any = None) -> Any:
+                if params:
+                    params = [pg_value(value) for value in params]
+                return super().execute_sql(sql, params)
+
+        _PG_CLASS = AgentReplayPostgres
+    return _PG_CLASS
+
+
+def pg_value(value: Any) -> Any:
+    """A parameter as PostgreSQL takes it: NUL characters in text become U+FFFD (PostgreSQL
+    text can't hold them), and a bool becomes 0/1 (the schema's flags are integers, and
+    psycopg sends ``true``)."""
+    if type(value) is str:
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if type(value) is bool:
+        return int(value)
+    return value
 
 
 def shared_connection(store: Store) -> Store:
