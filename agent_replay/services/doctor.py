@@ -182,7 +182,7 @@ def diagnose(
         for harness in report.harnesses:
             harness.last_payload = last_payload(store, harness.key)
             _pre_tool_ran(harness)
-        report.pending_payloads = _pending(store)
+        report.pending_payloads = pending_payloads(store)
         report.drift = drift(store)
         for item in report.drift:
             kinds = ", ".join(f"{k} ({n})" for k, n in list(item.kinds.items())[:5])
@@ -435,7 +435,7 @@ def _pre_tool_ran(harness: HarnessReport) -> None:
     )
 
 
-def _pending(store: Store) -> int | None:
+def pending_payloads(store: Store) -> int | None:
     try:
         return int(HookInboxRow.select().count(store.db))
     except Exception:  # noqa: BLE001 - an old or foreign store: nothing to say

@@ -58,6 +58,7 @@ TABLES: dict[type[BaseModel], Field | None] = {
 """Each table scrubbed, and the column naming its trace (``None``: not a trace's rows, scrubbed
 only when no trace filter is given)."""
 BATCH = 500
+"""Rows read (and rewritten in one transaction) at a time."""
 
 
 def _kinds(text: str) -> Counter[str]:
@@ -133,12 +134,14 @@ def scrub(
     *,
     dry_run: bool = False,
     progress: Callable[[str, int], None] | None = None,
+    batch: int = BATCH,
 ) -> ScrubReport:
     """Apply today's redaction to the stored rows (of ``trace_ids``, else all), then rebuild the
     full-text index and reclaim the freed pages.
 
     Args:
         progress: called with (table, rows looked at) after each batch.
+        batch: rows read (and rewritten in one transaction) at a time.
     """
     report = ScrubReport(dry_run)
     wanted = None if trace_ids is None else set(trace_ids)
@@ -146,7 +149,9 @@ def scrub(
         if wanted is not None and trace_field is None:
             continue
         table = model._meta.table_name
-        report.rows[table] = _scrub_table(store, model, trace_field, wanted, report, progress)
+        report.rows[table] = _scrub_table(
+            store, model, trace_field, wanted, report, progress, batch
+        )
     if not dry_run and any(report.rows.values()):
         _reclaim(store, report)
     return report
@@ -159,6 +164,7 @@ def _scrub_table(
     wanted: set[str] | None,
     report: ScrubReport,
     progress: Callable[[str, int], None] | None,
+    batch: int,
 ) -> int:
     """Scrub one table, a keyset batch at a time in primary-key order (a composite key as a
     row value). Rows are read raw (``Database.execute``: no field converters), so a cell is
@@ -173,7 +179,7 @@ def _scrub_table(
     seen = 0
     last: tuple[Any, ...] | None = None
     while True:
-        query = model.select(*selected).order_by(*key).limit(BATCH)
+        query = model.select(*selected).order_by(*key).limit(batch)
         if last is not None:
             query = query.where(Tuple(*key) > Tuple(*last))
         rows = store.db.execute(query).fetchall()
