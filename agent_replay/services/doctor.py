@@ -399,7 +399,7 @@ def last_payload(store: Store, key: str) -> dict[str, Any] | None:
         StepRow.select(fn.COUNT(StepRow.id), fn.SUM(unpaired))
         .where((StepRow.trace_id == row[0]) & (StepRow.step_type == "tool_call"))
         .tuples()
-        .get(store.db)
+        .first(store.db)  # an aggregate: always one row
     )
     return {
         "trace_id": row[0],
