@@ -3,13 +3,17 @@
 textual-serve (the Textual project's own server) answers HTTP with a page that runs a terminal
 in the browser, and starts ``agent-replay tui`` for each browser session, talking to it over
 pipes with Textual's web driver. So what the browser shows is the same app, on the same store.
-Imported only here (textual-serve brings aiohttp and Rich): the documented exception in the
-import contracts (pyproject.toml).
+
+This command stays headless: it checks the store (no store, no server) and the address, then
+hands its process over to the front-end module that runs the server (``web_server``, which
+alone imports textual-serve, with aiohttp and Rich): ``exec`` where the system has it, so the
+server is this process (its pid, its signals, its exit code); a child process elsewhere.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -54,8 +58,6 @@ def command(port: int, host: str, store_dir: Path | None) -> int:
       agent-replay web --port 8080 --dir ~/project/.agent-replay
       agent-replay web --host 0.0.0.0   # the whole network: read the warning
     """
-    import os
-
     from agent_replay.commands._common import open_or_create, resolve_db_url, store_label
 
     store = open_or_create(store_dir)  # fail now (no store, no server), not in the browser
@@ -75,10 +77,23 @@ def command(port: int, host: str, store_dir: Path | None) -> int:
             "no login. Use --host 127.0.0.1 to keep it on this machine.",
             err=True,
         )
-    from textual_serve.server import Server  # deferred: aiohttp and Rich, this command only
-
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     click.echo(f"serving {store_label(store_dir)} on http://{shown}:{port}", err=True)
-    server = Server(shlex.join(argv), host=host, port=port, title="agent-replay")
-    server.serve()
-    return 0
+    server = [sys.executable, "-m", "agent_replay.web_server", host, str(port), shlex.join(argv)]
+    return run_server(server)
+
+
+def run_server(argv: list[str]) -> int:
+    """Run the server's command line: in this process (``exec``) on POSIX, else as a child
+    (Ctrl+C reaches it too, and it stops by itself; its exit code is returned)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "posix":
+        os.execv(argv[0], argv)
+    import subprocess
+
+    with subprocess.Popen(argv) as child:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            return child.wait()

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from peewee import fn
+
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import UsageError
 from agent_replay.services.agent_tool_args import (
@@ -40,6 +42,7 @@ from agent_replay.services.agent_tool_args import (
     WhyArgs,
 )
 from agent_replay.store.db import Store
+from agent_replay.store.models import StepRow
 from agent_replay.trace.io import dumps
 
 # --- sizing ----------------------------------------------------------------------------------
@@ -169,12 +172,8 @@ def get_trace(store: Store, args: GetTraceArgs, clock: Clock) -> dict[str, Any]:
 
 
 def _last_step_number(store: Store, trace_id: str) -> int:
-    from agent_replay.store.writes import execute
-
-    row = execute(
-        store, "SELECT MAX(step_number) FROM steps WHERE trace_id = ?", [trace_id]
-    ).fetchone()
-    return int(row[0] or 0)
+    last = StepRow.select(fn.MAX(StepRow.step_number)).where(StepRow.trace_id == trace_id)
+    return int(last.scalar(store.db) or 0)
 
 
 def search(store: Store, args: SearchArgs, clock: Clock) -> dict[str, Any]:

@@ -29,8 +29,9 @@ from agent_replay.errors import StoreError, UsageError
 from agent_replay.services.ingest import IngestReport, Rejection, ingest_many
 from agent_replay.services.redact import Redactor, identity, redact_value
 from agent_replay.store.db import Store, open_read_only, open_store
+from agent_replay.store.models import TraceRow
 from agent_replay.store.queries import trace_json
-from agent_replay.store.writes import execute, existing_trace_ids
+from agent_replay.store.writes import existing_trace_ids
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file: how ``ingest`` tells a bundle apart."""
@@ -101,7 +102,7 @@ def export_bundle(
 
             catch_up(bundle)
             # One self-contained file: leave WAL mode, which needs -wal and -shm beside it.
-            bundle.db.execute_sql("PRAGMA journal_mode = delete").fetchone()
+            bundle.db.pragma("journal_mode", "delete")
         finally:
             bundle.close()
         os.chmod(tmp, 0o600)
@@ -174,8 +175,8 @@ class MergeReport:
 
 def bundle_trace_ids(bundle: Store) -> list[str]:
     """The bundle's trace ids, oldest first (parents before their forks)."""
-    rows = execute(bundle, "SELECT id FROM traces ORDER BY started_at_ms, id").fetchall()
-    return [str(r[0]) for r in rows]
+    query = TraceRow.select(TraceRow.id).order_by(TraceRow.started_at_ms, TraceRow.id)
+    return [str(trace_id) for (trace_id,) in query.tuples().execute(bundle.db)]
 
 
 def merge_bundle(

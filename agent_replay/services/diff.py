@@ -6,25 +6,11 @@ format's JSON objects (as ``store.queries.trace_json`` returns them); ``diff_sto
 function that reads the store. Pure otherwise: no clock, no I/O. Must not import Textual or Rich.
 
 Alignment
-    Steps are aligned by what they are, never by step number, so one inserted step shows as one
-    insertion instead of a cascade of mismatches. Two steps can pair only when their
-    ``step_type`` is the same; their similarity (0..1) then weighs
-
-    - the name (``NAME_WEIGHT``),
-    - the normalized input (``INPUT_WEIGHT`` x the Jaccard overlap of the input's leaves, where
-      keys are sorted, strings trimmed with whitespace collapsed and numbers compared as
-      numbers),
-    - the outcome, failed or not (``OUTCOME_WEIGHT``: a failed attempt and its successful retry
-      are different steps),
-    - the model (``MODEL_WEIGHT``).
-
-    A pair is kept only above ``PAIR_THRESHOLD``: steps of the same name always can pair, a
-    renamed step pairs only when its input is nearly the same. The alignment maximizes the total
-    of ``similarity - PAIR_THRESHOLD`` over the kept pairs (Needleman-Wunsch with free gaps: a
-    weighted longest common subsequence). The identical head and tail of the two step lists are
-    paired first in linear time; a middle larger than ``NW_MAX_CELLS`` is first cut at the steps
-    that occur exactly once on each side (patience diff), recursively, and a huge middle with no
-    such anchor is walked greedily, so a 10,000-step trace stays fast.
+    Steps are aligned by what they are, never by step number (``services.diff_align``: a
+    similarity of type, name, normalized input, outcome and model; Needleman-Wunsch with free
+    gaps, cut at unique anchors when large), so one inserted step shows as one insertion
+    instead of a cascade of mismatches. Within a pair, each field's differences are listed
+    path by path (``services.diff_fields``).
 
 Kinds
     ``matched`` (paired, no difference in ``STEP_FIELDS``), ``changed`` (paired, some field
@@ -48,92 +34,51 @@ Cost
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent_replay.services.diff_align import Signature, align_signatures, similarity
+from agent_replay.services.diff_fields import (
+    MISSING,
+    DiffKind,
+    FieldDiff,
+    is_number,
+    json_differences,
+    value_context,
+)
 from agent_replay.store.db import Store
-from agent_replay.trace.io import canonical_json
+
+__all__ = [
+    "MISSING",
+    "STEP_FIELDS",
+    "TRACE_FIELDS",
+    "Delta",
+    "DiffKind",
+    "Divergence",
+    "FieldDiff",
+    "PairKind",
+    "StepPair",
+    "Totals",
+    "TraceDiff",
+    "diff_stored",
+    "diff_traces",
+    "json_differences",
+    "step_costs",
+    "value_context",
+]
+"""The comparison's API, with the field differences' names its callers read from here."""
 
 PairKind = Literal["matched", "changed", "inserted", "deleted"]
-DiffKind = Literal["changed", "added", "removed"]
 
 STEP_FIELDS: tuple[str, ...] = ("name", "input", "output", "error", "model", "decision")
 """The step fields whose difference makes a pair ``changed`` (step_type always matches)."""
 TRACE_FIELDS: tuple[str, ...] = ("input", "output", "status", "error")
 """The trace fields compared (only ``input`` when the diff is scoped to a fork)."""
 
-NAME_WEIGHT = 0.5
-INPUT_WEIGHT = 0.3
-OUTCOME_WEIGHT = 0.15
-MODEL_WEIGHT = 0.05
-PAIR_THRESHOLD = 0.4
-"""Two steps of the same type pair only when their similarity is above this."""
-NW_MAX_CELLS = 250_000
-"""The largest middle (rows x columns) aligned cell by cell; larger ones are cut first."""
-MAX_LEAVES = 256
-"""Input leaves kept per step for the similarity (the exact digest still covers everything)."""
-MAX_FIELD_DIFFS = 50
-"""Differences listed per pair and field; the rest are counted in ``StepPair.truncated``."""
-
-
-class _Missing:
-    """The value of a key or index that one side does not have."""
-
-    _instance: _Missing | None = None
-
-    def __new__(cls) -> _Missing:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-MISSING: Any = _Missing()
-"""Stands for "absent" in ``FieldDiff.a`` / ``FieldDiff.b`` (JSON ``null`` is a value)."""
-
 
 # --- result types -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FieldDiff:
-    """One difference inside a field: where, what kind, and both values.
-
-    ``path`` starts with the field's name and follows JSON into it: ``input.sql``,
-    ``input.messages[0].content``, ``decision.chosen``, ``output``.
-    """
-
-    field: str
-    """The top-level field: ``input``, ``output``, ``name``, ``error``, ``model``, ..."""
-    path: str
-    """Where inside the field (the field's name itself when the whole value differs)."""
-    kind: DiffKind
-    """``changed`` (both sides have a value), ``added`` (only B), ``removed`` (only A)."""
-    a: Any
-    """A's value at ``path`` (``MISSING`` when added)."""
-    b: Any
-    """B's value at ``path`` (``MISSING`` when removed)."""
-
-    def context(self, width: int = 60) -> tuple[str, str]:
-        """Both values as one-line excerpts around their first difference (unescaped)."""
-        return value_context(self.a, self.b, width)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"field": self.field, "path": self.path, "kind": self.kind}
-        if self.a is not MISSING:
-            out["a"] = self.a
-        if self.b is not MISSING:
-            out["b"] = self.b
-        return out
 
 
 @dataclass(frozen=True)
@@ -414,13 +359,13 @@ def diff_traces(a: dict[str, Any], b: dict[str, Any], *, fork_scope: bool = True
             beyond = sum(1 for s in steps_b if s["step_number"] > keep)
             steps_b = [s for s in steps_b if s["step_number"] <= keep]
 
-    sig_a = [_Sig.of(s) for s in steps_a]
-    sig_b = [_Sig.of(s) for s in steps_b]
+    sig_a = [Signature.of(s) for s in steps_a]
+    sig_b = [Signature.of(s) for s in steps_b]
     cost_a = {s["step_number"]: c for s, c in zip(a.get("steps") or [], costs_a, strict=True)}
     cost_b = {s["step_number"]: c for s, c in zip(b.get("steps") or [], costs_b, strict=True)}
     pairs: list[StepPair] = []
-    moves: list[tuple[StepPair, _Sig]] = []
-    for i, j in _align_sigs(sig_a, sig_b):
+    moves: list[tuple[StepPair, Signature]] = []
+    for i, j in align_signatures(sig_a, sig_b):
         sa = steps_a[i] if i is not None else None
         sb = steps_b[j] if j is not None else None
         sim = similarity(sig_a[i], sig_b[j]) if i is not None and j is not None else 0.0
@@ -523,7 +468,7 @@ def _ordered(name: str, step: dict[str, Any]) -> Any:
     return value
 
 
-def _mark_moves(unpaired: list[tuple[StepPair, _Sig]]) -> None:
+def _mark_moves(unpaired: list[tuple[StepPair, Signature]]) -> None:
     """Link each inserted step to a deleted step with the same signature (a reordering)."""
     deleted: dict[tuple[str, str, str, bool], list[StepPair]] = {}
     for pair, sig in unpaired:
@@ -541,382 +486,11 @@ def _mark_moves(unpaired: list[tuple[StepPair, _Sig]]) -> None:
             source.moved_to = pair.b_number
 
 
-# --- alignment --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Sig:
-    """What alignment looks at in a step, computed once per step."""
-
-    step_type: str
-    name: str
-    digest: str
-    leaves: frozenset[tuple[str, str]]
-    failed: bool
-    model: str | None
-
-    @property
-    def key(self) -> tuple[str, str, str, bool]:
-        """Exact identity for anchoring and move detection: type, name, normalized input and
-        outcome."""
-        return (self.step_type, self.name, self.digest, self.failed)
-
-    @staticmethod
-    def of(step: dict[str, Any]) -> _Sig:
-        normalized = normalize(step.get("input"))
-        leaves: list[tuple[str, str]] = []
-        for path, value in _leaves(normalized, ""):
-            leaves.append((path, canonical_json(value).decode()))
-            if len(leaves) >= MAX_LEAVES:
-                break
-        return _Sig(
-            step_type=str(step.get("step_type")),
-            name=str(step.get("name") or ""),
-            digest=hashlib.sha1(canonical_json(normalized)).hexdigest(),
-            leaves=frozenset(leaves),
-            failed=bool(step.get("error")) or step.get("step_type") == "error",
-            model=step.get("model"),
-        )
-
-
-def normalize(value: Any) -> Any:
-    """A JSON value normalized for comparison: strings trimmed with runs of whitespace made one
-    space, integral floats made ints (``1.0`` is ``1``); keys are sorted when encoded."""
-    if isinstance(value, str):
-        return " ".join(value.split())
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {str(k): normalize(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalize(v) for v in value]
-    return value
-
-
-def _leaves(value: Any, path: str) -> Iterator[tuple[str, Any]]:
-    if isinstance(value, dict) and value:
-        for key in sorted(value):
-            yield from _leaves(value[key], f"{path}.{key}")
-    elif isinstance(value, list) and value:
-        for index, item in enumerate(value):
-            yield from _leaves(item, f"{path}[{index}]")
-    else:
-        yield path, value
-
-
-def similarity(a: _Sig, b: _Sig) -> float:
-    """How alike two steps are, 0..1 (0 when their types differ); see the module doc."""
-    if a.step_type != b.step_type:
-        return 0.0
-    score = 0.0
-    if a.name == b.name:
-        score += NAME_WEIGHT
-    if a.digest == b.digest:
-        score += INPUT_WEIGHT
-    elif a.leaves or b.leaves:
-        union = len(a.leaves | b.leaves)
-        score += INPUT_WEIGHT * (len(a.leaves & b.leaves) / union if union else 1.0)
-    if a.failed == b.failed:
-        score += OUTCOME_WEIGHT
-    if a.model == b.model:
-        score += MODEL_WEIGHT
-    return score
-
-
-Alignment = list[tuple[int | None, int | None]]
-
-
-def align_steps(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Alignment:
-    """Align two step lists by content.
-
-    Returns:
-        ``(i, j)`` index pairs in order: both set for a pair, ``(i, None)`` for a step only in
-        ``a``, ``(None, j)`` for one only in ``b``. Within a run of unpaired steps, A's come
-        first.
-    """
-    return _align_sigs([_Sig.of(s) for s in a], [_Sig.of(s) for s in b])
-
-
-def _align_sigs(sig_a: list[_Sig], sig_b: list[_Sig]) -> Alignment:
-    out: Alignment = []
-    _align_range(sig_a, sig_b, 0, len(sig_a), 0, len(sig_b), out)
-    return out
-
-
-def _align_range(
-    sa: list[_Sig], sb: list[_Sig], a0: int, a1: int, b0: int, b1: int, out: Alignment
-) -> None:
-    # The identical head and tail pair up in linear time (a fork against its parent, two runs
-    # that only differ in the middle).
-    head: Alignment = []
-    while a0 < a1 and b0 < b1 and sa[a0].key == sb[b0].key:
-        head.append((a0, b0))
-        a0, b0 = a0 + 1, b0 + 1
-    tail: Alignment = []
-    while a1 > a0 and b1 > b0 and sa[a1 - 1].key == sb[b1 - 1].key:
-        a1, b1 = a1 - 1, b1 - 1
-        tail.append((a1, b1))
-    out.extend(head)
-    rows, cols = a1 - a0, b1 - b0
-    if rows == 0 or cols == 0:
-        out.extend((i, None) for i in range(a0, a1))
-        out.extend((None, j) for j in range(b0, b1))
-    elif rows * cols <= NW_MAX_CELLS:
-        out.extend(_needleman_wunsch(sa, sb, a0, a1, b0, b1))
-    else:
-        # Too big to align cell by cell: cut at the steps that occur exactly once on each side
-        # (patience diff), then align each gap between those anchors the same way.
-        anchors = _unique_anchors(sa, sb, a0, a1, b0, b1)
-        if not anchors:
-            out.extend(_greedy(sa, sb, a0, a1, b0, b1))
-        else:
-            i, j = a0, b0
-            for x, y in anchors:
-                _align_range(sa, sb, i, x, j, y, out)
-                out.append((x, y))
-                i, j = x + 1, y + 1
-            _align_range(sa, sb, i, a1, j, b1, out)
-    out.extend(reversed(tail))
-
-
-def _unique_anchors(
-    sa: list[_Sig], sb: list[_Sig], a0: int, a1: int, b0: int, b1: int
-) -> list[tuple[int, int]]:
-    """Pairs of steps whose key occurs exactly once in each range, the longest run of them in
-    the same order on both sides (patience sorting; O(n log n))."""
-    import bisect
-
-    seen_a: dict[Any, int] = {}
-    for i in range(a0, a1):
-        seen_a[sa[i].key] = -1 if sa[i].key in seen_a else i
-    seen_b: dict[Any, int] = {}
-    for j in range(b0, b1):
-        seen_b[sb[j].key] = -1 if sb[j].key in seen_b else j
-    common = sorted((i, seen_b[k]) for k, i in seen_a.items() if i >= 0 and seen_b.get(k, -1) >= 0)
-    if not common:
-        return []
-    # The longest increasing subsequence of B positions, in A order.
-    tails: list[int] = []
-    tail_index: list[int] = []
-    back: list[int] = [-1] * len(common)
-    for index, (_, j) in enumerate(common):
-        k = bisect.bisect_left(tails, j)
-        if k == len(tails):
-            tails.append(j)
-            tail_index.append(index)
-        else:
-            tails[k] = j
-            tail_index[k] = index
-        back[index] = tail_index[k - 1] if k > 0 else -1
-    chain: list[tuple[int, int]] = []
-    index = tail_index[-1]
-    while index >= 0:
-        chain.append(common[index])
-        index = back[index]
-    chain.reverse()
-    return chain
-
-
-def _needleman_wunsch(
-    sa: list[_Sig], sb: list[_Sig], a0: int, a1: int, b0: int, b1: int
-) -> Alignment:
-    rows, cols = a1 - a0, b1 - b0
-    # score[i][j]: the best total for A[a0:a0+i] against B[b0:b0+j]; gaps cost nothing, a pair
-    # earns similarity - PAIR_THRESHOLD (only pairs above the threshold are ever taken).
-    gain = [[0.0] * cols for _ in range(rows)]
-    for i in range(rows):
-        x = sa[a0 + i]
-        row = gain[i]
-        for j in range(cols):
-            y = sb[b0 + j]
-            if x.step_type == y.step_type:
-                row[j] = similarity(x, y) - PAIR_THRESHOLD
-    score = [[0.0] * (cols + 1) for _ in range(rows + 1)]
-    for i in range(1, rows + 1):
-        prev, cur, g = score[i - 1], score[i], gain[i - 1]
-        for j in range(1, cols + 1):
-            best = prev[j] if prev[j] >= cur[j - 1] else cur[j - 1]
-            if g[j - 1] > 0 and prev[j - 1] + g[j - 1] > best:
-                best = prev[j - 1] + g[j - 1]
-            cur[j] = best
-    path: Alignment = []
-    i, j = rows, cols
-    # Walking back, a gap is preferred over an equally good pair, so among equal alignments the
-    # earliest steps pair up (an extra identical step shows as the later one).
-    while i > 0 or j > 0:
-        if j > 0 and (i == 0 or math.isclose(score[i][j], score[i][j - 1])):
-            path.append((None, b0 + j - 1))
-            j -= 1
-        elif i > 0 and (j == 0 or math.isclose(score[i][j], score[i - 1][j])):
-            path.append((a0 + i - 1, None))
-            i -= 1
-        else:
-            path.append((a0 + i - 1, b0 + j - 1))
-            i, j = i - 1, j - 1
-    path.reverse()
-    return _deletions_first(path)
-
-
-def _deletions_first(path: Alignment) -> Alignment:
-    """Within each run of unpaired steps, list A's (deletions) before B's (insertions)."""
-    out: Alignment = []
-    run: Alignment = []
-    for item in [*path, (0, 0)]:
-        if item[0] is None or item[1] is None:
-            run.append(item)
-            continue
-        out.extend(x for x in run if x[1] is None)
-        out.extend(x for x in run if x[0] is None)
-        run = []
-        out.append(item)
-    out.pop()
-    return out
-
-
-def _greedy(sa: list[_Sig], sb: list[_Sig], a0: int, a1: int, b0: int, b1: int) -> Alignment:
-    """A linear fallback for huge middles without anchors: walk both sides, pairing steps that
-    are similar enough, looking a few steps ahead on each side for a partner."""
-    window = 8
-    out: Alignment = []
-    i, j = a0, b0
-
-    def pairs(x: int, y: int) -> bool:
-        return similarity(sa[x], sb[y]) > PAIR_THRESHOLD
-
-    while i < a1 and j < b1:
-        if pairs(i, j):
-            out.append((i, j))
-            i, j = i + 1, j + 1
-            continue
-        ahead_b = next((k for k in range(j + 1, min(j + window, b1)) if pairs(i, k)), None)
-        ahead_a = next((k for k in range(i + 1, min(i + window, a1)) if pairs(k, j)), None)
-        if ahead_b is not None and (ahead_a is None or ahead_b - j <= ahead_a - i):
-            out.extend((None, k) for k in range(j, ahead_b))
-            j = ahead_b
-        elif ahead_a is not None:
-            out.extend((k, None) for k in range(i, ahead_a))
-            i = ahead_a
-        else:
-            out.extend([(i, None), (None, j)])
-            i, j = i + 1, j + 1
-    out.extend((k, None) for k in range(i, a1))
-    out.extend((None, k) for k in range(j, b1))
-    return _deletions_first(out)
-
-
-# --- field differences ------------------------------------------------------------------------
-
-
-def json_differences(
-    a: Any, b: Any, field_name: str, path: str, *, limit: int = MAX_FIELD_DIFFS
-) -> tuple[list[FieldDiff], int]:
-    """The leaf-level differences between two JSON values.
-
-    Objects are compared key by key, lists element by element after aligning equal elements
-    (so one inserted message is one ``added`` difference), anything else as a whole.
-
-    Returns:
-        Up to ``limit`` differences, and how many more there were.
-    """
-    found: list[FieldDiff] = []
-    extra = 0
-
-    def add(item: FieldDiff) -> None:
-        nonlocal extra
-        if len(found) < limit:
-            found.append(item)
-        else:
-            extra += 1
-
-    def walk(x: Any, y: Any, where: str) -> None:
-        if x is MISSING:
-            add(FieldDiff(field_name, where, "added", MISSING, y))
-        elif y is MISSING:
-            add(FieldDiff(field_name, where, "removed", x, MISSING))
-        elif _same(x, y):
-            return
-        elif isinstance(x, dict) and isinstance(y, dict):
-            for key in dict.fromkeys([*x, *y]):
-                walk(x.get(key, MISSING), y.get(key, MISSING), f"{where}.{key}")
-        elif isinstance(x, list) and isinstance(y, list):
-            _walk_lists(x, y, where, walk)
-        else:
-            add(FieldDiff(field_name, where, "changed", x, y))
-
-    if a is None and b is not None:
-        a = MISSING
-    elif b is None and a is not None:
-        b = MISSING
-    walk(a, b, path)
-    return found, extra
-
-
-def _walk_lists(x: list[Any], y: list[Any], where: str, walk: Any) -> None:
-    keys_x = [canonical_json(v) for v in x]
-    keys_y = [canonical_json(v) for v in y]
-    matcher = difflib.SequenceMatcher(None, keys_x, keys_y, autojunk=False)
-    for tag, i0, i1, j0, j1 in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        common = min(i1 - i0, j1 - j0) if tag == "replace" else 0
-        for k in range(common):
-            walk(x[i0 + k], y[j0 + k], f"{where}[{i0 + k}]")
-        for i in range(i0 + common, i1):
-            walk(x[i], MISSING, f"{where}[{i}]")
-        for j in range(j0 + common, j1):
-            walk(MISSING, y[j], f"{where}[{j}]")
-
-
-def _same(x: Any, y: Any) -> bool:
-    if type(x) is type(y) or (_is_number(x) and _is_number(y)):
-        if isinstance(x, dict | list):
-            return canonical_json(x) == canonical_json(y)
-        return bool(x == y)
-    return False
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def value_context(a: Any, b: Any, width: int = 60) -> tuple[str, str]:
-    """Two values as one-line excerpts of at most ``width`` characters, each cut around the
-    first character where their texts differ (strings as they are, other values as JSON).
-    Not escaped: the caller escapes producer text for its terminal."""
-    ta, tb = _as_text(a), _as_text(b)
-    if len(ta) <= width and len(tb) <= width:
-        return ta, tb
-    first = next(
-        (k for k, (ca, cb) in enumerate(zip(ta, tb, strict=False)) if ca != cb),
-        min(len(ta), len(tb)),
-    )
-    start = 0 if first <= width // 2 else first - width // 3
-    return _window(ta, start, width), _window(tb, start, width)
-
-
-def _as_text(value: Any) -> str:
-    if value is MISSING:
-        return "(absent)"
-    if isinstance(value, str):
-        return value.replace("\n", "⏎")
-    return canonical_json(value).decode()
-
-
-def _window(text: str, start: int, width: int) -> str:
-    start = min(start, max(0, len(text) - width + 1))
-    prefix = "…" if start > 0 else ""
-    room = width - len(prefix)
-    body = text[start : start + room]
-    if start + room < len(text):
-        body = body[: room - 1] + "…"
-    return prefix + body
-
-
 # --- metrics ----------------------------------------------------------------------------------
 
 
 def _num(value: Any) -> float | None:
-    if _is_number(value) and math.isfinite(value):
+    if is_number(value) and math.isfinite(value):
         return float(value)
     return None
 

@@ -27,10 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peewee import Case, fn
+
 from agent_replay.services import setup
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import dec_meta
-from agent_replay.store.writes import execute
+from agent_replay.store.models import HookInboxRow, StepRow, TraceRow
 
 HOOK_FORMATS = {"claude": "claude-code-hook", "codex": "codex-hook", "gemini": "gemini-cli-hook"}
 IMPORT_FORMATS = ("claude-transcript", "codex-rollout", "gemini-chat")
@@ -180,7 +182,7 @@ def diagnose(
         for harness in report.harnesses:
             harness.last_payload = last_payload(store, harness.key)
             _pre_tool_ran(harness)
-        report.pending_payloads = _pending(store)
+        report.pending_payloads = pending_payloads(store)
         report.drift = drift(store)
         for item in report.drift:
             kinds = ", ".join(f"{k} ({n})" for k, n in list(item.kinds.items())[:5])
@@ -374,26 +376,31 @@ def _claude_switch(found: HarnessReport) -> None:
 
 def last_payload(store: Store, key: str) -> dict[str, Any] | None:
     """The newest hook trace of a harness and when its last step arrived."""
-    row = execute(
-        store,
-        "SELECT id, session_id, started_at, status FROM traces WHERE source_format = ? "
-        "ORDER BY started_at_ms DESC, created_at_ms DESC LIMIT 1",
-        [HOOK_FORMATS[key]],
-    ).fetchone()
+    row = (
+        TraceRow.select(TraceRow.id, TraceRow.session_id, TraceRow.started_at, TraceRow.status)
+        .where(TraceRow.source_format == HOOK_FORMATS[key])
+        .order_by(TraceRow.started_at_ms.desc(), TraceRow.created_at_ms.desc())
+        .limit(1)
+        .tuples()
+        .first(store.db)
+    )
     if row is None:
         return None
-    latest = execute(
-        store,
-        "SELECT started_at, name, step_type FROM steps WHERE trace_id = ? "
-        "ORDER BY step_number DESC LIMIT 1",
-        [row[0]],
-    ).fetchone()
-    calls = execute(
-        store,
-        "SELECT COUNT(*), SUM(CASE WHEN call_id IS NULL THEN 1 ELSE 0 END) FROM steps "
-        "WHERE trace_id = ? AND step_type = 'tool_call'",
-        [row[0]],
-    ).fetchone()
+    latest = (
+        StepRow.select(StepRow.started_at, StepRow.name, StepRow.step_type)
+        .where(StepRow.trace_id == row[0])
+        .order_by(StepRow.step_number.desc())
+        .limit(1)
+        .tuples()
+        .first(store.db)
+    )
+    unpaired = Case(None, [(StepRow.call_id.is_null(), 1)], 0)
+    calls = (
+        StepRow.select(fn.COUNT(StepRow.id), fn.SUM(unpaired))
+        .where((StepRow.trace_id == row[0]) & (StepRow.step_type == "tool_call"))
+        .tuples()
+        .first(store.db)  # an aggregate: always one row
+    )
     return {
         "trace_id": row[0],
         "session_id": row[1],
@@ -428,22 +435,27 @@ def _pre_tool_ran(harness: HarnessReport) -> None:
     )
 
 
-def _pending(store: Store) -> int | None:
+def pending_payloads(store: Store) -> int | None:
     try:
-        return int(execute(store, "SELECT COUNT(*) FROM hook_inbox").fetchone()[0])
+        return int(HookInboxRow.select().count(store.db))
     except Exception:  # noqa: BLE001 - an old or foreign store: nothing to say
         return None
 
 
 def drift(store: Store) -> list[Drift]:
     """Records the importers skipped as unknown, per format, over the newest imports."""
-    marks = ", ".join("?" * len(IMPORT_FORMATS))
-    rows = execute(
-        store,
-        f"SELECT source_format, metadata FROM traces WHERE source_format IN ({marks}) "
-        "AND metadata LIKE ? ORDER BY started_at_ms DESC LIMIT ?",
-        [*IMPORT_FORMATS, '%"skipped_records"%', DRIFT_SCAN],
-    ).fetchall()
+    rows = (
+        TraceRow.select(TraceRow.source_format, TraceRow.metadata)
+        .where(
+            TraceRow.source_format.in_(IMPORT_FORMATS)
+            # Only narrows (ILIKE on PostgreSQL): the decoded metadata decides.
+            & TraceRow.metadata.contains('"skipped_records"')
+        )
+        .order_by(TraceRow.started_at_ms.desc())
+        .limit(DRIFT_SCAN)
+        .tuples()
+        .execute(store.db)
+    )
     sessions: Counter[str] = Counter()
     records: Counter[str] = Counter()
     kinds: dict[str, Counter[str]] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from agent_replay.clock import Clock
 from agent_replay.store import writers
 from agent_replay.store.db import DB_ERRORS, Store
-from agent_replay.store.writes import execute
+from agent_replay.store.models import TraceRow
 
 # What ``metadata.writer_exited`` says (``import`` resumes a session whose import died).
 EXITED_KEY = "writer_exited"
@@ -46,10 +46,12 @@ def finalize_orphans(store: Store, clock: Clock | None = None) -> list[str]:
         try:
             with store.write():
                 current = writers.writer_of(store, writer.trace_id)
-                row = execute(
-                    store, "SELECT status FROM traces WHERE id = ?", [writer.trace_id]
-                ).fetchone()
-                if current != writer or row is None or row[0] != "running":
+                status = (
+                    TraceRow.select(TraceRow.status)
+                    .where(TraceRow.id == writer.trace_id)
+                    .scalar(store.db)
+                )
+                if current != writer or status != "running":
                     continue  # another reader got there first, or a new writer took it over
                 recorder.end_trace(
                     writer.trace_id,

@@ -9,6 +9,10 @@ given back (``VACUUM``, then the WAL truncated), so the old text is gone from th
 
 ``redact_rows`` is the same cell redaction for rows copied to another store (``push``).
 
+Reads and updates are built by Peewee's query builder from the models (one query for both
+backends). The one SQL text is SQLite's ``VACUUM``, which the builder has no form for (the
+module's entry in ``KEEP``, tests/meta/test_sql_strings.py).
+
 A service module: the store and ``redact`` only; never Textual, Rich or the CLI.
 """
 
@@ -20,26 +24,41 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from peewee import Field, TextField, Tuple
+
 from agent_replay.services.redact import PLACEHOLDER, redact_string, redact_text, redact_value
-from agent_replay.store.db import DB_ERRORS, Store
-from agent_replay.store.retention import file_bytes
-from agent_replay.store.writes import execute
+from agent_replay.store.db import Store
+from agent_replay.store.models import (
+    AnnotationRow,
+    BaseModel,
+    DecisionRow,
+    EvalRow,
+    HookInboxRow,
+    OtelLogRow,
+    OtelSpanRow,
+    SnapshotRow,
+    StepRow,
+    TraceRow,
+)
+from agent_replay.store.retention import file_bytes, reclaim_space
+from agent_replay.store.statements import Statement, arg
 from agent_replay.trace.io import dumps
 
-TABLES: dict[str, str | None] = {
-    "traces": "id",
-    "steps": "trace_id",
-    "decisions": "trace_id",
-    "snapshots": "trace_id",
-    "evals": "trace_id",
-    "annotations": "trace_id",
-    "hook_inbox": None,
-    "otel_spans": None,
-    "otel_logs": None,
+TABLES: dict[type[BaseModel], Field | None] = {
+    TraceRow: TraceRow.id,
+    StepRow: StepRow.trace_id,
+    DecisionRow: DecisionRow.trace_id,
+    SnapshotRow: SnapshotRow.trace_id,
+    EvalRow: EvalRow.trace_id,
+    AnnotationRow: AnnotationRow.trace_id,
+    HookInboxRow: None,
+    OtelSpanRow: None,
+    OtelLogRow: None,
 }
 """Each table scrubbed, and the column naming its trace (``None``: not a trace's rows, scrubbed
 only when no trace filter is given)."""
 BATCH = 500
+"""Rows read (and rewritten in one transaction) at a time."""
 
 
 def _kinds(text: str) -> Counter[str]:
@@ -96,29 +115,17 @@ class ScrubReport:
         }
 
 
-def _text_columns(store: Store, table: str) -> list[str]:
-    if store.is_sqlite:
-        rows = execute(store, f"PRAGMA table_info({table})").fetchall()
-        columns = [(str(r[1]), str(r[2]).upper()) for r in rows]
-    else:
-        rows = execute(
-            store,
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_name = ? AND table_schema = current_schema()",
-            [table],
-        ).fetchall()
-        columns = [(str(r[0]), str(r[1]).upper()) for r in rows]
+def text_columns(model: type[BaseModel]) -> list[Field]:
+    """The columns of a table that can hold producer text: every text column but ids,
+    timestamps, digests and the fixed vocabularies (status, step type). From the models, which
+    a test keeps in agreement with the migrated schema."""
     return [
-        name
-        for name, kind in columns
-        if ("TEXT" in kind or "CHAR" in kind or kind in ("", "JSON"))
-        and name != "id"
-        and not name.endswith(("_id", "_at", "_hash", "status", "step_type"))
+        f
+        for f in model._meta.sorted_fields
+        if isinstance(f, TextField)
+        and f.column_name != "id"
+        and not f.column_name.endswith(("_id", "_at", "_hash", "status", "step_type"))
     ]
-
-
-def _key(store: Store, table: str) -> str:
-    return "rowid" if store.is_sqlite else "ctid"
 
 
 def scrub(
@@ -127,26 +134,23 @@ def scrub(
     *,
     dry_run: bool = False,
     progress: Callable[[str, int], None] | None = None,
+    batch: int = BATCH,
 ) -> ScrubReport:
     """Apply today's redaction to the stored rows (of ``trace_ids``, else all), then rebuild the
     full-text index and reclaim the freed pages.
 
     Args:
         progress: called with (table, rows looked at) after each batch.
+        batch: rows read (and rewritten in one transaction) at a time.
     """
     report = ScrubReport(dry_run)
     wanted = None if trace_ids is None else set(trace_ids)
-    for table, trace_column in TABLES.items():
-        if wanted is not None and trace_column is None:
+    for model, trace_field in TABLES.items():
+        if wanted is not None and trace_field is None:
             continue
-        try:
-            columns = _text_columns(store, table)
-        except DB_ERRORS:
-            continue
-        if not columns:
-            continue
+        table = model._meta.table_name
         report.rows[table] = _scrub_table(
-            store, table, columns, trace_column, wanted, report, progress
+            store, model, trace_field, wanted, report, progress, batch
         )
     if not dry_run and any(report.rows.values()):
         _reclaim(store, report)
@@ -155,77 +159,83 @@ def scrub(
 
 def _scrub_table(
     store: Store,
-    table: str,
-    columns: list[str],
-    trace_column: str | None,
+    model: type[BaseModel],
+    trace_field: Field | None,
     wanted: set[str] | None,
     report: ScrubReport,
     progress: Callable[[str, int], None] | None,
+    batch: int,
 ) -> int:
-    key = _key(store, table)
-    names = ", ".join(f'"{c}"' for c in columns)
-    select = f"SELECT {key}, {names}{f', {trace_column}' if trace_column else ''} FROM {table}"
+    """Scrub one table, a keyset batch at a time in primary-key order (a composite key as a
+    row value). Rows are read raw (``Database.execute``: no field converters), so a cell is
+    compared and written back exactly as stored."""
+    table = model._meta.table_name
+    key = list(model._meta.get_primary_keys())
+    columns = text_columns(model)
+    update = _update_statement(model, columns, key)
+    selected = [*key, *columns, *([trace_field] if trace_field is not None else [])]
+    width = len(key)
     changed = 0
     seen = 0
-    last: Any = None
+    last: tuple[Any, ...] | None = None
     while True:
-        if store.is_sqlite:
-            where = "" if last is None else f" WHERE {key} > ?"
-            rows = execute(
-                store,
-                f"{select}{where} ORDER BY {key} LIMIT {BATCH}",
-                [] if last is None else [last],
-            ).fetchall()
-        else:  # ctid has no keyset order worth relying on: one pass
-            rows = [] if last is not None else execute(store, select).fetchall()
-            last = True
+        query = model.select(*selected).order_by(*key).limit(batch)
+        if last is not None:
+            query = query.where(Tuple(*key) > Tuple(*last))
+        rows = store.db.execute(query).fetchall()
         if not rows:
             break
-        if store.is_sqlite:
-            last = rows[-1][0]
+        last = tuple(rows[-1][:width])
         updates = []
         for row in rows:
             if wanted is not None and row[-1] not in wanted:
                 continue
-            cells = row[1 : 1 + len(columns)]
+            cells = row[width : width + len(columns)]
             new = [redact_cell(cell) for cell in cells]
             if new != list(cells):
                 for old_cell, new_cell in zip(cells, new, strict=True):
                     if old_cell != new_cell:
                         report.kinds.update(_kinds(str(new_cell)) - _kinds(str(old_cell)))
-                updates.append((*new, row[0]))
+                updates.append((*new, *row[:width]))
         seen += len(rows)
         if updates and not report.dry_run:
-            assignments = ", ".join(f'"{c}" = ?' for c in columns)
             with store.write():
-                for values in updates:
-                    execute(store, f"UPDATE {table} SET {assignments} WHERE {key} = ?", values)
+                update.run_many(store, updates)
         changed += len(updates)
         if progress is not None:
             progress(table, seen)
-        if not store.is_sqlite:
-            break
     return changed
+
+
+def _update_statement(model: type[BaseModel], columns: list[Field], key: list[Field]) -> Statement:
+    """``UPDATE table SET columns WHERE key``, its parameters the new values (in ``columns``
+    order, the models' field order, which is how peewee orders ``SET``), then the key."""
+    return Statement(
+        lambda: model.update({column: arg() for column in columns}).where(
+            *(field == arg() for field in key)
+        )
+    )
 
 
 def _reclaim(store: Store, report: ScrubReport) -> None:
     """Rebuild the full-text index (it holds the words of the old text) and give the freed
-    pages back, so the old text is gone from the file and its WAL."""
+    pages back, so the old text is gone from the file and its WAL.
+
+    PostgreSQL: ``VACUUM (ANALYZE)``, as ``prune`` reclaims (``store.retention``). SQLite: the
+    file rewritten (``VACUUM``, which even a store with incremental auto-vacuum needs here: the
+    old text also lingers in the free space inside pages still in use), then the WAL truncated.
+    """
     if not store.is_sqlite:
-        try:
-            store.db.execute_sql("VACUUM (ANALYZE) traces, steps, decisions, snapshots, evals")
-            report.reclaimed = "vacuum_analyze"
-        except DB_ERRORS:
-            report.reclaimed = "none"
+        report.reclaimed = reclaim_space(store).method
         return
     from agent_replay.store.migrations import rebuild_search_index
 
     before = file_bytes(store) or 0
     with store.write():
         rebuild_search_index(store.db)
-    store.db.execute_sql("VACUUM")
+    store.db.execute_sql("VACUUM")  # no query builder for it (a KEEP in test_sql_strings)
     with store.write():
         rebuild_search_index(store.db)  # VACUUM may renumber the rowids the index is keyed by
-    store.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    store.db.pragma("wal_checkpoint", "TRUNCATE")
     report.reclaimed = "vacuum"
     report.file_bytes = (before, file_bytes(store) or 0)

@@ -12,17 +12,9 @@ import pytest
 
 from agent_replay.clock import FixedClock
 from agent_replay.services.demo import GOOD_RUN_ID, REGRESSED_ID, load_demo
-from agent_replay.services.diff import (
-    MISSING,
-    NW_MAX_CELLS,
-    Delta,
-    align_steps,
-    diff_stored,
-    diff_traces,
-    json_differences,
-    step_costs,
-    value_context,
-)
+from agent_replay.services.diff import Delta, diff_stored, diff_traces, step_costs
+from agent_replay.services.diff_align import NW_MAX_CELLS, align_steps
+from agent_replay.services.diff_fields import MISSING, json_differences, value_context
 from agent_replay.store.db import Store
 
 

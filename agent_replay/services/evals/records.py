@@ -11,13 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from peewee import Column, fn
+
 from agent_replay.clock import Clock
 from agent_replay.services.evals.results import EvalOutcome
 from agent_replay.store import ids
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import EVAL_COLUMNS, enc, eval_dict
-from agent_replay.store.writes import execute, insert_many
+from agent_replay.store.models import EvalRow, TraceRow
 from agent_replay.trace.base import canonical_time, time_ms
+
+_FIELDS = [EvalRow._meta.fields[c] for c in EVAL_COLUMNS]
+"""The ``evals`` columns in ``EVAL_COLUMNS`` order (the order ``eval_dict`` reads)."""
 
 
 def save_outcomes(store: Store, trace_id: str, outcomes: list[EvalOutcome], clock: Clock) -> None:
@@ -61,10 +66,7 @@ def save_outcomes(store: Store, trace_id: str, outcomes: list[EvalOutcome], cloc
             )
         )
     with store.write():
-        insert_many(store, "evals", EVAL_COLUMNS, rows)
-
-
-_SELECT = ", ".join(f"e.{c}" for c in EVAL_COLUMNS)
+        EvalRow.insert_many(rows, fields=_FIELDS).execute(store.db)
 
 
 @dataclass
@@ -81,24 +83,19 @@ def recent_evals(
     store: Store, *, limit: int = 200, after: tuple[int, Any] | None = None
 ) -> EvalPage:
     """Stored evaluations of every trace, newest first, a keyset page at a time."""
-    # Results saved together share an instant: insertion order breaks the tie (rowid on
-    # SQLite, as ``store.queries.eval_dicts`` does), so pages are stable.
-    tiebreak = "e.rowid" if store.param == "?" else "e.id"
-    where = "1 = 1"
-    params: list[Any] = []
+    # Results saved together share an instant: insertion order breaks the tie (SQLite's
+    # rowid; PostgreSQL's arrival sequence, migration 0007), so pages are stable. A column of
+    # the schema that differs per backend, not a spelling of the same SQL.
+    arrival = Column(EvalRow, "rowid" if store.is_sqlite else "seq")
+    created = fn.COALESCE(EvalRow.created_at_ms, 0)
+    query = EvalRow.select(*_FIELDS, TraceRow.agent_name, arrival).join(
+        TraceRow, on=(TraceRow.id == EvalRow.trace_id)
+    )
     if after is not None:
-        where = (
-            f"(COALESCE(e.created_at_ms, 0) < ? "
-            f"OR (COALESCE(e.created_at_ms, 0) = ? AND {tiebreak} < ?))"
-        )
-        params = [after[0], after[0], after[1]]
-    rows = execute(
-        store,
-        f"SELECT {_SELECT}, t.agent_name, {tiebreak} FROM evals e "
-        f"JOIN traces t ON t.id = e.trace_id WHERE {where} "
-        f"ORDER BY COALESCE(e.created_at_ms, 0) DESC, {tiebreak} DESC LIMIT ?",
-        [*params, limit],
-    ).fetchall()
+        query = query.where((created < after[0]) | ((created == after[0]) & (arrival < after[1])))
+    rows = list(
+        query.order_by(created.desc(), arrival.desc()).limit(limit).tuples().execute(store.db)
+    )
     items = []
     for row in rows:
         item = eval_dict(tuple(row[: len(EVAL_COLUMNS)]))

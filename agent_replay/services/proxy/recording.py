@@ -40,7 +40,7 @@ from agent_replay.services.proxy.session import SessionKey
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import dec_meta
-from agent_replay.store.writes import execute
+from agent_replay.store.models import StepRow, TraceRow
 from agent_replay.trace.base import canonical_time
 
 log = logging.getLogger("agent_replay.proxy")
@@ -313,14 +313,13 @@ class SessionTraces:
         if key.session_id is None:
             return None
         formats = HARNESS_FORMATS[key.dialect] if key.dialect else (PROXY_FORMAT,)
-        marks = ", ".join("?" * len(formats))
-        row = execute(
-            self.store,
-            "SELECT id, source_format FROM traces "
-            f"WHERE session_id = ? AND source_format IN ({marks}) "
-            "ORDER BY started_at_ms DESC, created_at_ms DESC LIMIT 1",
-            [key.session_id, *formats],
-        ).fetchone()
+        row = (
+            TraceRow.select(TraceRow.id, TraceRow.source_format)
+            .where((TraceRow.session_id == key.session_id) & TraceRow.source_format.in_(formats))
+            .order_by(TraceRow.started_at_ms.desc(), TraceRow.created_at_ms.desc())
+            .tuples()
+            .first(self.store.db)
+        )
         if row is None:
             return None
         return self._join(row[0], hook=row[1] not in OWN_FORMATS)
@@ -329,10 +328,8 @@ class SessionTraces:
         """Record into an existing trace; one that had ended is reopened (unless the hook
         owns it: the hook reopens and ends its own)."""
         if not hook:
-            status = execute(
-                self.store, "SELECT status FROM traces WHERE id = ?", [trace_id]
-            ).fetchone()
-            if status is not None and status[0] not in ("running", "forked"):
+            status = _trace_status(self.store, trace_id)
+            if status is not None and status not in ("running", "forked"):
                 self.rec.reopen_trace(trace_id)
             self.owned.append(trace_id)
         return trace_id
@@ -361,10 +358,7 @@ class SessionTraces:
         cost of their steps); returns their ids."""
         ended = []
         for trace_id in dict.fromkeys(self.owned):
-            row = execute(
-                self.store, "SELECT status FROM traces WHERE id = ?", [trace_id]
-            ).fetchone()
-            if row is None or row[0] != "running":
+            if _trace_status(self.store, trace_id) != "running":
                 continue
             self.rec.end_trace(
                 trace_id, status="completed", total_cost_usd=trace_cost(self.store, trace_id)
@@ -373,12 +367,17 @@ class SessionTraces:
         return ended
 
 
+def _trace_status(store: Store, trace_id: str) -> str | None:
+    """A trace's status (``None``: no such trace)."""
+    status = TraceRow.select(TraceRow.status).where(TraceRow.id == trace_id).scalar(store.db)
+    return None if status is None else str(status)
+
+
 def trace_cost(store: Store, trace_id: str) -> float | None:
     """The sum of the steps' recorded ``metadata.cost_usd`` (``None`` when none has one)."""
     total, known = 0.0, False
-    for (meta,) in execute(
-        store, "SELECT metadata FROM steps WHERE trace_id = ?", [trace_id]
-    ).fetchall():
+    metas = StepRow.select(StepRow.metadata).where(StepRow.trace_id == trace_id).tuples()
+    for (meta,) in metas.execute(store.db):
         cost = dec_meta(meta).get("cost_usd")
         if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
             total, known = total + float(cost), True
@@ -387,12 +386,12 @@ def trace_cost(store: Store, trace_id: str) -> float | None:
 
 def end_orphans(store: Store, *, redact: bool, clock: Clock | None = None) -> list[str]:
     """End (``timeout``) the running traces a proxy on this host opened and that proxy is gone."""
-    marks = ", ".join("?" * len(OWN_FORMATS))
-    rows = execute(
-        store,
-        f"SELECT id, metadata FROM traces WHERE status = 'running' AND source_format IN ({marks})",
-        list(OWN_FORMATS),
-    ).fetchall()
+    rows = list(
+        TraceRow.select(TraceRow.id, TraceRow.metadata)
+        .where((TraceRow.status == "running") & TraceRow.source_format.in_(OWN_FORMATS))
+        .tuples()
+        .execute(store.db)
+    )
     host = os.uname().nodename
     rec = TraceRecorder(store, lenient=True, redact=redact, clock=clock)
     ended = []
