@@ -202,7 +202,7 @@ class AgentReplayApp(App[int]):
         While the user types in a field (a filter, a jump prompt), Esc is the field's."""
         from textual.widgets import Input, TextArea
 
-        if isinstance(self.focused, Input | TextArea):
+        if isinstance(self.focused, Input | TextArea) or getattr(self.screen, "typing", False):
             raise SkipAction()
         if self._notifications:
             self.clear_notifications()

@@ -64,6 +64,12 @@ class BaseScreen(PlainToasts, Screen[None]):
         # type says so (``store``, ``clock``, ``open_trace``… without casts). Typing only.
         app: AgentReplayApp
 
+    @property
+    def typing(self) -> bool:
+        """Whether the screen itself is taking typed text (a prompt it types into without
+        focusing it): Esc is then the prompt's, not the app's."""
+        return False
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.app.report_worker_error(event.worker)
