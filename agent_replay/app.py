@@ -8,7 +8,7 @@ Every store access happens in thread workers (``self.store`` queries inside
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.actions import SkipAction
@@ -23,6 +23,9 @@ from agent_replay.messages import OpenTraces, StoreChanged
 from agent_replay.store.changes import ChangeSignal
 from agent_replay.store.db import Store
 from agent_replay.store.live import LiveFilter
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 THEME = "textual-dark"
 
@@ -132,28 +135,79 @@ class AgentReplayApp(App[int]):
         self.store_version = 0
         """How many changes to the store the app has seen (``StoreChanged``)."""
         self._watcher: ChangeSignal | None = None
+        self._warmed = False
         self.theme = THEME
 
     def on_mount(self) -> None:
-        from agent_replay.screens.dashboard import DashboardScreen
-        from agent_replay.screens.evals import EvalsScreen
-        from agent_replay.screens.live_watch import LiveWatchScreen
-        from agent_replay.screens.policies import PoliciesScreen
         from agent_replay.screens.trace_list import TraceListScreen
 
         self.sub_title = self.store_label
         self.add_mode("traces", TraceListScreen)
-        self.add_mode("dashboard", lambda: DashboardScreen(refresh_seconds=self.dashboard_refresh))
-        self.add_mode(
-            "watch", lambda: LiveWatchScreen(self.watch_filter, interval=self.watch_interval)
-        )
-        self.add_mode("policies", PoliciesScreen)
-        self.add_mode("evals", EvalsScreen)
+        # The other modes' screens are imported when first shown: importing them all before
+        # the first paint cost it tens of milliseconds (plotext for the dashboard alone).
+        self.add_mode("dashboard", self._dashboard_screen)
+        self.add_mode("watch", self._watch_screen)
+        self.add_mode("policies", self._policies_screen)
+        self.add_mode("evals", self._evals_screen)
         self.switch_mode(self.initial_mode)
         if self.initial_trace:
             self.open_trace(self.initial_trace)
         if self.refresh_interval and (self.store.path is not None or not self.store.is_sqlite):
             self.set_interval(self.refresh_interval, self.check_store)
+
+    def _dashboard_screen(self) -> Screen[None]:
+        from agent_replay.screens.dashboard import DashboardScreen
+
+        return DashboardScreen(refresh_seconds=self.dashboard_refresh)
+
+    def _watch_screen(self) -> Screen[None]:
+        from agent_replay.screens.live_watch import LiveWatchScreen
+
+        return LiveWatchScreen(self.watch_filter, interval=self.watch_interval)
+
+    def _policies_screen(self) -> Screen[None]:
+        from agent_replay.screens.policies import PoliciesScreen
+
+        return PoliciesScreen()
+
+    def _evals_screen(self) -> Screen[None]:
+        from agent_replay.screens.evals import EvalsScreen
+
+        return EvalsScreen()
+
+    def warm_up(self) -> None:
+        """Once the trace list has painted: import the timeline screen in a worker and load
+        its CSS, while the user reads the list, so that opening a trace (the next thing a
+        user does) does not pay for either (a screen's CSS is parsed, and every node of the
+        app restyled, the first time a screen of its kind is pushed). Once per app."""
+        if not self._warmed:
+            self._warmed = True
+            self._import_timeline()
+
+    @work(thread=True, exit_on_error=False, group="warm-up", description="warm up")
+    def _import_timeline(self) -> None:
+        from agent_replay.screens import timeline
+
+        self.call_from_thread(self._load_timeline_css, timeline)
+
+    def _load_timeline_css(self, timeline: ModuleType) -> None:
+        # What pushing the first timeline would do to the stylesheet: add its widgets'
+        # DEFAULT_CSS (Textual adds a widget's when one is first registered) and read the
+        # screen's CSS file, then parse everything once (Textual's own loader does that).
+        from textual.containers import Horizontal
+        from textual.widgets import LoadingIndicator
+
+        widgets = (timeline.StepTimeline(), timeline.StepDetail(), Horizontal(), LoadingIndicator())
+        for widget in widgets:
+            for read_from, css, tie_breaker, scope in widget._get_default_css():
+                self.stylesheet.add_source(
+                    css,
+                    read_from=read_from,
+                    is_default_css=True,
+                    tie_breaker=tie_breaker,
+                    scope=scope,
+                )
+        self._load_screen_css(timeline.TimelineScreen(""))
 
     def check_store(self) -> None:
         """Ask whether another connection committed since the last check, in a worker
@@ -202,7 +256,7 @@ class AgentReplayApp(App[int]):
         While the user types in a field (a filter, a jump prompt), Esc is the field's."""
         from textual.widgets import Input, TextArea
 
-        if isinstance(self.focused, Input | TextArea):
+        if isinstance(self.focused, Input | TextArea) or getattr(self.screen, "typing", False):
             raise SkipAction()
         if self._notifications:
             self.clear_notifications()

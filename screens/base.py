@@ -64,6 +64,12 @@ class BaseScreen(PlainToasts, Screen[None]):
         # type says so (``store``, ``clock``, ``open_trace``… without casts). Typing only.
         app: AgentReplayApp
 
+    @property
+    def typing(self) -> bool:
+        """Whether the screen itself is taking typed text (a prompt it types into without
+        focusing it): Esc is then the prompt's, not the app's."""
+        return False
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.app.report_worker_error(event.worker)
@@ -145,6 +151,11 @@ class TraceScreen(BaseScreen):
         """The trace object (with ``steps``, ``evals`` and the resolved ``id``)."""
         prepared: Any = None
         """What ``prepare_trace`` returned for it."""
+        complete: bool = True
+        """``False`` for the first steps of a long trace (``load_trace(first_steps=N)``):
+        the screen paints them and then loads the whole trace."""
+        step_count: int | None = None
+        """How many steps the whole trace has (set on a partial load)."""
 
     @dataclass
     class TraceLoadFailed(Message):
@@ -162,17 +173,38 @@ class TraceScreen(BaseScreen):
         return None
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="trace", description="trace")
-    def load_trace(self) -> None:
-        """Load ``self.trace_id``; the result arrives as a message."""
-        from agent_replay.store.queries import resolve_trace_id, trace_json
+    def load_trace(self, first_steps: int | None = None, around: int | None = None) -> None:
+        """Load ``self.trace_id``; the result arrives as a message.
+
+        Args:
+            first_steps: when the trace has more steps than this, read only the first ones
+                (through step ``around`` too, when given) and post them as a partial
+                ``TraceLoaded``: a 10,000-step trace paints its first screenful without
+                waiting for the other steps. The screen then loads the whole trace.
+            around: a step the partial load must include (the step to select first).
+        """
+        from agent_replay.store.queries import resolve_trace_id, step_count, step_span, trace_json
 
         store = self.app.store
         try:
             with store.db.connection_context():
-                trace = trace_json(store, resolve_trace_id(store, self.trace_id))
+                trace_id = resolve_trace_id(store, self.trace_id)
+                if first_steps is not None:
+                    span = step_span(store, trace_id)
+                    if span is not None:
+                        last = max(span[0], around or 0) + first_steps - 1
+                        if last < span[1]:
+                            trace = trace_json(store, trace_id, to_step=last)
+                            count = step_count(store, trace_id)
+                            self._post_loaded(trace, complete=False, step_count=count)
+                            return
+                trace = trace_json(store, trace_id)
         except AgentReplayError as exc:
             self.post_message(self.TraceLoadFailed(exc.message))
             return
+        self._post_loaded(trace)
+
+    def _post_loaded(self, trace: dict[str, Any], **partial: Any) -> None:
         prepared = self.prepare_trace(trace)
         if not get_current_worker().is_cancelled:
-            self.post_message(self.TraceLoaded(trace, prepared))
+            self.post_message(self.TraceLoaded(trace, prepared, **partial))

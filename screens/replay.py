@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.cache import LRUCache
@@ -104,18 +104,50 @@ class PlayheadView(ScrollView, can_focus=False):
             self._cells = cells
             self._cache.clear()
         old, self._count = self._count, count
-        self.virtual_size = Size(0, count + 1)  # + the header line
+        # + the header line; and never shorter than the lines in view, so a step back at the
+        # end leaves the view where it is (a scroll repaints every line) and shows a blank
+        # line under the playhead instead. A playhead out of view scrolls (and may shrink it).
+        height = self.scrollable_content_region.height
+        top = self._top_for_playhead()
+        self._grow(Size(0, max(count + 1, top + height if height > 1 else 0)))
         self._keep_playhead_in_view()
-        for index in (old - 1, old, count - 1, count):
-            self._refresh_row(index)
+        # The rows revealed or hidden, and the old and new playhead rows.
+        first, last = min(old, count) - 1, max(old, count)
+        if last - first > height:
+            self.refresh()
+        else:
+            for index in range(first, last + 1):
+                self._refresh_row(index)
+
+    def _grow(self, size: Size) -> None:
+        """Set the virtual size without a layout pass while the scrollbar stays as it is: a
+        pass re-arranges and re-renders the whole screen, and a step only adds a line. When
+        the scrollbar appears or goes, the assignment asks for the pass it needs."""
+        if size == self.virtual_size:
+            return
+        height = self.container_size.height
+        if not height or (size.height > height) != (self.virtual_size.height > height):
+            self.virtual_size = size
+            return
+        self.set_reactive(ScrollView.virtual_size, size)
+        # What Textual runs when a layout pass changes the virtual size (Widget._size_updated):
+        # the scrollbar's window and the scroll limits follow the new size.
+        self._scroll_update(size)
+
+    def _top_for_playhead(self) -> int:
+        """The first row in view once the playhead is in view (scrolling the least)."""
+        page = self.scrollable_content_region.height - 1
+        top, count = self.scroll_offset.y, self._count
+        if page >= 1 and (count - 1 < top or count > top + page):
+            return max(0, count - page)
+        return top
 
     def _keep_playhead_in_view(self) -> None:
-        page = self.scrollable_content_region.height - 1
-        if page < 1:  # not laid out yet (the screen was loading): on_resize scrolls
-            return
-        count = self._count
-        if count - 1 < self.scroll_offset.y or count > self.scroll_offset.y + page:
-            self.scroll_to(y=max(0, count - page), animate=False, immediate=True)
+        if self.scrollable_content_region.height < 2:
+            return  # not laid out yet (the screen was loading): on_resize scrolls
+        top = self._top_for_playhead()
+        if top != self.scroll_offset.y:
+            self.scroll_to(y=top, animate=False, immediate=True)
 
     def on_resize(self) -> None:
         """Opened at step N, the playhead is placed once the view has its size."""
@@ -189,11 +221,13 @@ class ReplayScreen(TraceScreen):
         Binding("end", "finish", "End", id="end", tooltip="The end of the run", show=False),
     ]
 
-    position: reactive[int] = reactive(0, init=False)
+    # repaint=False on the three: a reactive on a screen repaints the whole screen when it
+    # changes; a move repaints only the widgets it updates.
+    position: reactive[int] = reactive(0, init=False, repaint=False)
     """Steps revealed: 0 is before the first step, the step count is the end."""
-    playing: reactive[bool] = reactive(False, init=False)
+    playing: reactive[bool] = reactive(False, init=False, repaint=False)
     """Whether the playhead is advancing on its own."""
-    speed: reactive[float] = reactive(TUI_SPEED, init=False)
+    speed: reactive[float] = reactive(TUI_SPEED, init=False, repaint=False)
     """Playback speed: 1, 2, 5, 10, 20, or 0 for instant."""
 
     def __init__(self, trace_id: str, *, at_step: int | None = None) -> None:
@@ -214,11 +248,13 @@ class ReplayScreen(TraceScreen):
         with Horizontal(id="replay-body"):
             yield PlayheadView(id="replay-steps")
             yield ReplayState(id="replay-state")
-        yield Input(
+        jump = Input(
             placeholder="jump to step number, then Enter (Esc cancels)",
             type="integer",
             id="jump-input",
         )
+        jump.can_focus = False  # the screen types into it (on_key)
+        yield jump
         yield KeyBar()
 
     @property
@@ -378,29 +414,46 @@ class ReplayScreen(TraceScreen):
         jump = self.query_one("#jump-input", Input)
         jump.value = ""
         jump.display = True
-        # Focus now, not after a refresh (``focus()``): digits typed straight after `g`
-        # must land in the box.
-        self.set_focus(jump)
 
-    @on(Input.Submitted, "#jump-input")
-    def jump_to_step(self, event: Input.Submitted) -> None:
-        self._close_jump()
-        if not event.value.strip():
+    @property
+    def typing(self) -> bool:
+        return bool(self.query_one("#jump-input").display)
+
+    def on_key(self, event: events.Key) -> None:
+        """While the jump prompt is open, the screen types into it (digits, backspace) and
+        Enter jumps; every other key is swallowed, Escape (a priority binding) cancels.
+
+        The prompt is never focused: a change of focus repaints the whole screen (and
+        restyles every widget), which made ``g`` and Enter cost a full frame each.
+        """
+        jump = self.query_one("#jump-input", Input)
+        if not jump.display:
+            return
+        event.stop()
+        event.prevent_default()
+        if event.key == "enter":
+            self._close_jump()
+            self.jump_to_step(jump.value)
+        elif event.key == "backspace":
+            jump.value = jump.value[:-1]
+        elif event.character is not None and event.character.isdigit():
+            jump.value += event.character
+
+    def jump_to_step(self, value: str) -> None:
+        """Put step ``value`` (a step number, as typed) under the playhead, or say there is
+        no such step."""
+        if not value.strip():
             return
         try:
-            position = self._replay.position_of(int(event.value))
+            position = self._replay.position_of(int(value))
         except (ValueError, AgentReplayError):
-            self.notify(
-                f"no step {safe(event.value)} in this trace", title="Jump", severity="error"
-            )
+            self.notify(f"no step {safe(value)} in this trace", title="Jump", severity="error")
             return
         self.position = position
         self._schedule()
 
     def _close_jump(self) -> None:
-        jump = self.query_one("#jump-input", Input)
-        jump.display = False
-        self.set_focus(None)
+        self.query_one("#jump-input", Input).display = False
 
     def action_back(self) -> None:
         if self.query_one("#jump-input").display:

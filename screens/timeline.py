@@ -67,6 +67,11 @@ def trace_header(trace: dict[str, Any], step_count: int) -> Content:
     return Content("\n").join(lines)
 
 
+FIRST_STEPS = 100
+"""Steps a long trace shows before the rest has loaded: a few screens' worth, read in a few
+milliseconds whatever the trace's length."""
+
+
 class JumpToStepModal(PlainToasts, ModalScreen[int | None]):
     """Ask for a step number to jump to; dismisses with it, or ``None`` when cancelled."""
 
@@ -218,6 +223,10 @@ class TimelineScreen(TraceScreen):
         self._reloading = False
         self._steps: dict[int, dict[str, Any]] = {}
         self._parent_id: str | None = None
+        self._partial = False
+        """Only the first steps are loaded so far; the whole trace is on its way."""
+        self._pending_jump: int | None = None
+        """A step asked for (``g``) before the whole trace arrived: selected when it does."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -238,7 +247,8 @@ class TimelineScreen(TraceScreen):
     def on_mount(self) -> None:
         self.query_one("#timeline-body").loading = True
         self.timeline.focus()
-        self.load_trace()
+        # A long trace: its first steps paint at once, the rest follows (``show_trace``).
+        self.load_trace(first_steps=FIRST_STEPS, around=self._initial_step)
 
     def prepare_trace(self, trace: dict[str, Any]) -> list[StepRow]:
         """The timeline's rows, built in the worker."""
@@ -252,15 +262,24 @@ class TimelineScreen(TraceScreen):
         self._parent_id = trace.get("parent_trace_id")
         self.refresh_bindings()  # `d` (diff against the parent) shows only for a fork
         header = self.query_one("#timeline-header", Static)
-        header.update(trace_header(trace, len(message.prepared)))
+        header.update(trace_header(trace, message.step_count or len(message.prepared)))
         if not message.prepared:
             self.detail.empty_message = "This trace has no steps."
         self.sub_title = self.trace_id
         self._trace_running = trace.get("status") == "running"
         grown, self._reloading = self._reloading, False
-        self.timeline.set_steps(message.prepared, select=self._initial_step, grown=grown)
+        select = self._initial_step
+        if self._partial:  # the whole trace after its first steps: the cursor stays
+            pending, self._pending_jump = self._pending_jump, None
+            select = pending if pending is not None else self.timeline.selected_step
+        self._partial = not message.complete
+        self.timeline.set_steps(message.prepared, select=select, grown=grown)
         self.mark_updated()
         self.query_one("#timeline-body").loading = False
+        if self._partial:
+            # Read the rest once the first steps are on screen (a worker reading 10,000 steps
+            # beside the first paint would share the interpreter with it).
+            self.call_after_refresh(self.load_trace)
 
     def store_changed(self) -> None:
         """A running trace grows while it is open: read it again, the cursor kept."""
@@ -362,7 +381,10 @@ class TimelineScreen(TraceScreen):
         if number is None:
             return
         if not self.timeline.select_step(number):
-            self.notify(f"This trace has no step {number}.", title="Jump", severity="warning")
+            if self._partial:  # not loaded yet: selected when the rest arrives
+                self._pending_jump = number
+            else:
+                self.notify(f"This trace has no step {number}.", title="Jump", severity="warning")
         self.timeline.focus()
 
     def action_open_tree(self) -> None:

@@ -302,6 +302,7 @@ class TraceListScreen(BaseScreen):
             self._keep_place(kept_id, kept_row, kept_scroll, old_ids)
         if not message.append:
             self.mark_updated()
+            self.call_after_refresh(self.app.warm_up)  # the list is on screen: warm up
         empty_store = message.total == 0
         self.query_one("#empty-state").display = empty_store
         table.display = not empty_store

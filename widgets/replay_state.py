@@ -112,6 +112,22 @@ def snapshot_text(name: str, value: Any) -> Text:
     return Text(safe(dumps(value)))
 
 
+def _update_box(box: Static, text: Text) -> None:
+    """Show ``text`` in a box of automatic height without a layout pass unless it needs more
+    lines than it has: a pass re-arranges and re-renders the whole column (every pane below
+    moves), which made a step cost tens of milliseconds. A box that grew keeps its height
+    (``min-height``) while the playhead moves, so stepping back and forth does not make the
+    panes below jump; ``ReplayState.on_resize`` lets it fit its content again."""
+    box.update(text, layout=False)
+    width = box.size.width
+    if not width:  # not laid out yet: the first pass sizes it
+        box.refresh(layout=True)
+        return
+    needed = box.get_content_height(box.size, box.size, width)
+    if needed > box.size.height:
+        box.styles.min_height = needed + box.styles.gutter.height  # asks for the pass
+
+
 def _kebab(name: str) -> str:
     return name.replace("_", "-")
 
@@ -176,12 +192,17 @@ class ReplayState(Vertical):
             with pane:
                 yield Static("", id=f"snapshot-{_kebab(name)}")
 
+    def on_resize(self) -> None:
+        """A new width wraps differently: the boxes fit their content again."""
+        for box in self.query(".replay-state--box"):
+            box.styles.min_height = None
+
     def watch_state(self, state: PlayheadState | None) -> None:
         if state is None:
             return
         end = self.end or state
-        self.query_one("#replay-current", Static).update(step_summary(state.current))
-        self.query_one("#replay-totals", Static).update(totals_text(state, end))
+        _update_box(self.query_one("#replay-current", Static), step_summary(state.current))
+        _update_box(self.query_one("#replay-totals", Static), totals_text(state, end))
         current = state.current["step_number"] if state.current else None
         for name in SNAPSHOT_FIELDS:
             part = state.snapshot.get(name)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from agent_replay.errors import NotFoundError, UsageError
 from agent_replay.trace.base import time_ms
@@ -164,6 +164,38 @@ def _tokens(step: dict[str, Any]) -> int:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+class _Prefix(Sequence[dict[str, Any]]):
+    """The first ``length`` steps, without copying them: a move at step 5,000 must cost what
+    one at step 1 does."""
+
+    def __init__(self, steps: list[dict[str, Any]], length: int) -> None:
+        self._steps = steps
+        self._length = length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(index, slice):
+            return self._steps[: self._length][index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        return self._steps[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class Replay:
     """A trace's steps, ready to be looked at from any playhead position in O(1).
 
@@ -187,6 +219,7 @@ class Replay:
         self._estimated = [False]
         self._elapsed = [0.0]
         self._snapshot_at: dict[str, list[int]] = {name: [-1] for name in SNAPSHOT_FIELDS}
+        self._positions: dict[int, int] | None = None
         self._accumulate(total_cost_usd, started_at)
 
     @classmethod
@@ -275,7 +308,7 @@ class Replay:
         return PlayheadState(
             position=p,
             total=self.total,
-            revealed=self.steps[:p],
+            revealed=_Prefix(self.steps, p),
             tokens=self._tokens[p],
             cost_usd=self._cost[p],
             cost_estimated=self._estimated[p],
@@ -299,10 +332,14 @@ class Replay:
         Raises:
             NotFoundError: the replay has no such step.
         """
-        for index, step in enumerate(self.steps):
-            if step["step_number"] == step_number:
-                return index + 1
-        raise NotFoundError(f"the trace has no step {step_number}")
+        if self._positions is None:  # built once, on the first jump: O(1) from then on
+            self._positions = {}
+            for index, step in enumerate(self.steps):
+                self._positions.setdefault(step["step_number"], index + 1)
+        position = self._positions.get(step_number)
+        if position is None:
+            raise NotFoundError(f"the trace has no step {step_number}")
+        return position
 
     def total_delay(self, speed: float, start: int = 0) -> float:
         """Seconds a playback from ``start`` to the end takes at ``speed``."""

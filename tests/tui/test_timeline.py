@@ -12,7 +12,7 @@ from textual.widgets import Input
 from textual.worker import WorkerFailed
 from tuikit import SIZE, settle
 
-from agent_replay.screens.timeline import JumpToStepModal, TimelineScreen
+from agent_replay.screens.timeline import FIRST_STEPS, JumpToStepModal, TimelineScreen
 from agent_replay.screens.trace_list import TraceListScreen
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
@@ -500,6 +500,25 @@ async def test_ten_thousand_steps_open_and_render_only_what_is_visible(empty_sto
         await pilot.pause()
         assert timeline.selected_step == page  # one page of rows below the header
         assert len(timeline.strip_cache) <= STRIP_CACHE_SIZE
+
+
+async def test_a_long_trace_shows_its_first_steps_then_all_of_them(empty_store, tui) -> None:
+    """A trace longer than FIRST_STEPS arrives in two messages: its first steps (the header
+    already counting every step), then the whole trace, the cursor kept where it was."""
+    steps = [{"step_number": n, "step_type": "thought", "name": f"step-{n}"} for n in range(1, 501)]
+    _ingest_steps(empty_store, "trc_long", steps)
+    seen: list[Message] = []
+    app = tui(empty_store, initial_trace="trc_long")
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await settle(pilot)
+        loads = list({id(m): m for m in seen if isinstance(m, TimelineScreen.TraceLoaded)}.values())
+        assert [(len(m.prepared), m.complete) for m in loads] == [
+            (FIRST_STEPS, False),
+            (500, True),
+        ]
+        assert loads[0].step_count == 500
+        assert len(_timeline(app).rows) == 500
+        assert "500 steps" in str(app.screen.query_one("#timeline-header").render())
 
 
 async def test_producer_text_is_shown_literally(empty_store, tui) -> None:
