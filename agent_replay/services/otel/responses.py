@@ -18,9 +18,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_replay.services.otel.writer import run
+from peewee import JOIN
+
+from agent_replay.services.otel.runner import InList
 from agent_replay.store.db import Store
-from agent_replay.store.writes import insert_many
+from agent_replay.store.models import OtelResponseRow, TraceRow
+from agent_replay.store.statements import insert_statement
+
+_Response = OtelResponseRow
+_OWNERS = InList(
+    lambda keys: (
+        _Response.select(
+            _Response.response_id, _Response.trace_id, _Response.step_number, TraceRow.id
+        )
+        .join(TraceRow, JOIN.LEFT_OUTER, on=TraceRow.id == _Response.trace_id)
+        .where(_Response.response_id.in_(keys))
+    )
+)
+_FORGET = InList(lambda keys: _Response.delete().where(_Response.response_id.in_(keys)))
+_CLAIM = insert_statement(
+    _Response, [_Response.response_id, _Response.trace_id, _Response.step_number]
+)
 
 
 def duplicate(step: dict[str, Any], where: dict[str, Any]) -> None:
@@ -53,18 +71,9 @@ def count_once(store: Store, trace: dict[str, Any], building: set[str]) -> None:
     scope = _scope(trace)
     ids = sorted({scope + str(s["metadata"]["response_id"]) for s in steps})
     owners: dict[str, tuple[str, int]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        rows = run(
-            store,
-            "SELECT r.response_id, r.trace_id, r.step_number, t.id FROM otel_responses r "
-            "LEFT JOIN traces t ON t.id = r.trace_id "
-            f"WHERE r.response_id IN ({', '.join('?' * len(chunk))})",
-            chunk,
-        ).fetchall()
-        for response_id, owner, number, exists in rows:
-            if owner != trace["id"] and (exists is not None or owner in building):
-                owners[response_id] = (owner, int(number))
+    for response_id, owner, number, exists in _OWNERS.rows(store, ids):
+        if owner != trace["id"] and (exists is not None or owner in building):
+            owners[response_id] = (owner, int(number))
     claims: dict[str, tuple[str, str, int]] = {}  # one claim per response (the last, as before)
     for step in steps:
         response_id = scope + str(step["metadata"]["response_id"])
@@ -74,13 +83,8 @@ def count_once(store: Store, trace: dict[str, Any], building: set[str]) -> None:
         else:
             claims[response_id] = (response_id, trace["id"], int(step["step_number"]))
     if claims:
-        ids = list(claims)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ", ".join("?" * len(chunk))
-            run(store, f"DELETE FROM otel_responses WHERE response_id IN ({marks})", chunk)
-        columns = ("response_id", "trace_id", "step_number")
-        insert_many(store, "otel_responses", columns, list(claims.values()))
+        _FORGET.run(store, list(claims))
+        _CLAIM.run_many(store, list(claims.values()))
 
 
 def _scope(trace: dict[str, Any]) -> str:
