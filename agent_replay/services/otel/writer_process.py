@@ -61,6 +61,9 @@ _CREATED = TRACE_COLUMNS.index("created_at_ms")
 _STARTED_MS = TRACE_COLUMNS.index("started_at_ms")
 _STARTED = TRACE_COLUMNS.index("started_at")
 
+_BUILD_ERRORS = (AgentReplayError, ValueError, TypeError, KeyError, OverflowError)
+"""What a producer's data can make the builder raise (anything else is a bug)."""
+
 # The statements of a batch, built once (see ``runner``).
 _Span, _Log = OtelSpanRow, OtelLogRow
 _INSERT_SPANS = insert_statement(
@@ -330,17 +333,23 @@ class BatchWriter:
         logs: dict[str, list[dict[str, Any]]] = {}
         for key, data in _LOGS_OF_GROUPS.rows(store, groups):
             logs.setdefault(key, []).append(loads(data))
-        built: list[TraceRows] = []
         gone: list[str] = []
-        building = {trace_id_for(key) for key in groups}
+        made: list[tuple[str, dict[str, Any]]] = []
         for key in groups:
-            trace_id = trace_id_for(key)
             try:
                 data = build_trace(Group(key, spans.get(key, []), logs.get(key, [])))
-                if data is None:
-                    gone.append(trace_id)
-                    continue
-                count_once(store, data, building)  # a response's tokens once in the store
+            except _BUILD_ERRORS as exc:
+                self._build_failed(key, exc)
+                continue
+            if data is None:
+                gone.append(trace_id_for(key))
+            else:
+                made.append((key, data))
+        # A response's tokens once in the store (one lookup for the batch).
+        count_once(store, [data for _, data in made], {trace_id_for(key) for key in groups})
+        built: list[TraceRows] = []
+        for key, data in made:
+            try:
                 validated = validate_trace(data, lenient=True)
                 self.stats.warnings += len(validated.warnings)
                 rows = prepare(
@@ -349,16 +358,19 @@ class BatchWriter:
                     source_format="otlp",
                     otel_trace_id=key[2:] if key.startswith("t:") else None,
                 )
-            except (AgentReplayError, ValueError, TypeError, KeyError, OverflowError) as exc:
-                # A producer's data the builder can't handle: keep it staged (a later item
-                # may complete it), record the problem, build the other groups.
-                self.stats.build_errors += 1
-                self.report(f"cannot build the trace of {key}: {type(exc).__name__}: {exc}")
+            except _BUILD_ERRORS as exc:
+                self._build_failed(key, exc)
                 continue
             built.append(rows)
         self._replace(store, built, gone)
         self.stats.traces_rebuilt += len(built)
         self.trace_ids.extend(rows.trace[0] for rows in built)
+
+    def _build_failed(self, key: str, exc: Exception) -> None:
+        """A producer's data the builder can't handle: it stays staged (a later item may
+        complete it), the problem is recorded, the other groups are built."""
+        self.stats.build_errors += 1
+        self.report(f"cannot build the trace of {key}: {type(exc).__name__}: {exc}")
 
     def _replace(self, store: Store, built: list[TraceRows], gone: list[str]) -> None:
         """Delete the previous versions and insert the new ones, keeping each stored trace's
@@ -500,6 +512,15 @@ class _Reports:
         self.lines.clear()
 
 
+def _warm_up() -> None:
+    """Load the price table before the receiver says it is ready: the first priced model call
+    would otherwise pay for it (~0.5 s, the table and its snapshot), on the acknowledgement's
+    path of the requests waiting for that batch."""
+    from agent_replay.services.costs import lookup
+
+    lookup("gpt-4o-mini", {"input_tokens": 1, "output_tokens": 1}, None)
+
+
 def main(config: dict[str, Any]) -> None:
     """Write what arrives on stdin until it ends (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the receiver decides when writing stops
@@ -530,6 +551,7 @@ def main(config: dict[str, Any]) -> None:
     if store is None:
         reports.send(None)
         return
+    _warm_up()
     reports.send(None, ready=True)
     batch_items = int(config.get("batch_items") or 20_000)
     try:
