@@ -10,9 +10,9 @@ store connection. Each batch is one ``BEGIN IMMEDIATE`` transaction that:
 2. recomputes the group of every OTel trace that got a new span (an agent root arriving late
    can move spans out of a harness session, and the other way round), and moves the log
    records linked to it;
-3. rebuilds each touched group once (``build.build_trace``), validates it leniently and
-   replaces the stored trace: same id, evals and first-seen time kept, delete and insert in the
-   same transaction, through the ingest service's row builder (``prepare``).
+3. rebuilds each touched group once (``build.build_trace``), validates it leniently, makes its
+   rows through the ingest service's row builder (``prepare``) and stores them, writing only
+   what changed since the stored build (``replace``: same id, first-seen time kept).
 
 Between transactions the process takes everything that arrived on the pipe meanwhile, so under
 load the next transaction writes many requests' items at once (group commit). At end of input
@@ -40,6 +40,7 @@ from peewee import fn
 from agent_replay.errors import AgentReplayError
 from agent_replay.services.ingest import prepare
 from agent_replay.services.otel.build import Group, build_trace, otel_trace_group, trace_id_for
+from agent_replay.services.otel.replace import replace_traces
 from agent_replay.services.otel.responses import count_once
 from agent_replay.services.otel.runner import InList, run
 from agent_replay.services.otel.writer import (
@@ -50,16 +51,11 @@ from agent_replay.services.otel.writer import (
     write_error_log,
 )
 from agent_replay.store.db import DB_ERRORS, Store, open_store
-from agent_replay.store.mapping import EVAL_COLUMNS, TRACE_COLUMNS, TraceRows
-from agent_replay.store.models import EvalRow, OtelLogRow, OtelSpanRow, TraceRow
+from agent_replay.store.mapping import TraceRows
+from agent_replay.store.models import OtelLogRow, OtelSpanRow
 from agent_replay.store.statements import Statement, arg, insert_statement
-from agent_replay.store.writes import insert_trace_rows
 from agent_replay.trace.io import dumps, loads
 from agent_replay.trace.validate import validate_trace
-
-_CREATED = TRACE_COLUMNS.index("created_at_ms")
-_STARTED_MS = TRACE_COLUMNS.index("started_at_ms")
-_STARTED = TRACE_COLUMNS.index("started_at")
 
 _BUILD_ERRORS = (AgentReplayError, ValueError, TypeError, KeyError, OverflowError)
 """What a producer's data can make the builder raise (anything else is a bug)."""
@@ -111,15 +107,6 @@ _LOGS_OF_GROUPS = InList(
     lambda keys: _Log.select(_Log.group_key, _Log.data).where(_Log.group_key.in_(keys))
 )
 _MOVE_LOGS = Statement(lambda: _Log.update(group_key=arg()).where(_Log.otel_trace_id == arg()))
-_CREATED_OF_TRACES = InList(
-    lambda keys: TraceRow.select(TraceRow.id, TraceRow.created_at_ms).where(TraceRow.id.in_(keys))
-)
-_EVALS_OF_TRACES = InList(
-    lambda keys: EvalRow.select(*(getattr(EvalRow, name) for name in EVAL_COLUMNS)).where(
-        EvalRow.trace_id.in_(keys)
-    )
-)
-_DELETE_TRACES = InList(lambda keys: TraceRow.delete().where(TraceRow.id.in_(keys)))
 
 
 class BatchWriter:
@@ -362,7 +349,7 @@ class BatchWriter:
                 self._build_failed(key, exc)
                 continue
             built.append(rows)
-        self._replace(store, built, gone)
+        replace_traces(store, built, gone)
         self.stats.traces_rebuilt += len(built)
         self.trace_ids.extend(rows.trace[0] for rows in built)
 
@@ -371,26 +358,6 @@ class BatchWriter:
         complete it), the problem is recorded, the other groups are built."""
         self.stats.build_errors += 1
         self.report(f"cannot build the trace of {key}: {type(exc).__name__}: {exc}")
-
-    def _replace(self, store: Store, built: list[TraceRows], gone: list[str]) -> None:
-        """Delete the previous versions and insert the new ones, keeping each stored trace's
-        first-seen time and its evals (they belong to the trace, not to one build of it)."""
-        ids = [rows.trace[0] for rows in built]
-        previous = {row[0]: int(row[1]) for row in _CREATED_OF_TRACES.rows(store, ids)}
-        evals: dict[str, list[tuple[Any, ...]]] = {}
-        for row in _EVALS_OF_TRACES.rows(store, list(previous)):
-            evals.setdefault(row[1], []).append(row)
-        _DELETE_TRACES.run(store, [*previous, *gone])
-        for rows in built:
-            created = previous.get(rows.trace[0])
-            if created is not None:
-                trace_row = list(rows.trace)
-                trace_row[_CREATED] = created
-                if trace_row[_STARTED] is None:
-                    trace_row[_STARTED_MS] = created
-                rows.trace = tuple(trace_row)
-                rows.evals = evals.get(rows.trace[0], [])
-        insert_trace_rows(store, built)
 
     def report(self, line: str) -> None:
         """Report a problem: one line to the log, the current traceback to the error log."""
