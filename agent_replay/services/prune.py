@@ -12,7 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from peewee import fn
+
 from agent_replay.store.db import Store
+from agent_replay.store.models import TagRow, TraceRow
 from agent_replay.store.queries import resolve_trace_id
 from agent_replay.store.retention import (
     DeleteCounts,
@@ -23,8 +26,6 @@ from agent_replay.store.retention import (
     otel_group_keys,
     reclaim_space,
 )
-from agent_replay.store.transfer import trace_ids
-from agent_replay.store.writes import execute
 
 BATCH = 500
 
@@ -66,20 +67,23 @@ def prunable(
 ) -> list[str]:
     """Ids of the traces started before ``before_ms`` (oldest first) that ``prune`` takes:
     of these statuses (any but ``running`` when none is given), without any of these tags."""
-    where = ["t.started_at_ms < ?"]
-    params: list[Any] = [before_ms]
+    condition = TraceRow.started_at_ms < before_ms
     if statuses:
-        where.append(f"t.status IN ({', '.join(['?'] * len(statuses))})")
-        params.extend(statuses)
+        condition &= TraceRow.status.in_(list(statuses))
     else:
-        where.append("t.status <> 'running'")
+        condition &= TraceRow.status != "running"
     if keep_tags:
-        marks = ", ".join(["?"] * len(keep_tags))
-        where.append(
-            f"NOT EXISTS (SELECT 1 FROM tags g WHERE g.trace_id = t.id AND g.tag IN ({marks}))"
+        tagged = TagRow.select(TagRow.trace_id).where(
+            (TagRow.trace_id == TraceRow.id) & TagRow.tag.in_(list(keep_tags))
         )
-        params.extend(keep_tags)
-    return trace_ids(store, " AND ".join(where), params)
+        condition &= ~fn.EXISTS(tagged)
+    query = (
+        TraceRow.select(TraceRow.id)
+        .where(condition)
+        .order_by(TraceRow.started_at_ms, TraceRow.id)
+        .tuples()
+    )
+    return [str(row[0]) for row in query.execute(store.db)]
 
 
 def remove(
@@ -116,14 +120,10 @@ def _otel_groups(store: Store, ids: Sequence[str]) -> list[str]:
     """The staging groups the OTLP receiver built these traces from (if any came from it)."""
     built: set[str] = set()
     for start in range(0, len(ids), BATCH):
-        chunk = list(ids[start : start + BATCH])
-        marks = ", ".join(["?"] * len(chunk))
-        rows = execute(
-            store,
-            f"SELECT id FROM traces WHERE id IN ({marks}) AND source_format = 'otlp'",
-            chunk,
-        ).fetchall()
-        built.update(str(r[0]) for r in rows)
+        query = TraceRow.select(TraceRow.id).where(
+            TraceRow.id.in_(list(ids[start : start + BATCH])) & (TraceRow.source_format == "otlp")
+        )
+        built.update(str(row[0]) for row in query.tuples().execute(store.db))
     if not built:
         return []
     from agent_replay.services.otel.nodes import trace_id_for

@@ -63,9 +63,6 @@ CONVERT: dict[str, str] = {
     "agent_replay/services/guard/policy.py": "POLICY_SELECT, shared with the stdlib enforce "
     f"path; {_TODO} on the store side",
     "agent_replay/services/hook/guard_check.py": f"hand-built session lookups, {_TODO}",
-    "agent_replay/services/otel/responses.py": f"hand-built otel_responses SQL, {_TODO}",
-    "agent_replay/services/otel/writer_process.py": f"hand-built OTLP writer SQL, {_TODO}",
-    "agent_replay/services/prune.py": f"hand-built SELECT of OTLP traces, {_TODO}",
     "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
     "agent_replay/store/db.py": "PostgreSQL schema setup (CREATE SCHEMA, search_path); decide "
     "in the Peewee conversion (issue 19)",

@@ -1,7 +1,8 @@
-"""Log records -> steps: Claude Code (``claude_code.*``) and Gemini CLI (``gemini_cli.*``)
-events of a session, and GenAI log events (``gen_ai.client.inference.operation.details``, the
-deprecated message events). A record that describes a span's step (Gemini CLI reports each
-model call as a span and as records) is merged into it rather than added.
+"""Log records -> steps: the events of a harness session (Claude Code ``claude_code.*`` here,
+Gemini CLI ``gemini_cli.*`` in ``logs_gemini``, Codex CLI ``codex.*`` in ``logs_codex``) and
+GenAI log events (``gen_ai.client.inference.operation.details``, the deprecated message
+events). A record that describes a span's step (Gemini CLI reports each model call as a span
+and as records) is merged into it rather than added.
 
 Pure functions over the staged record dicts; no I/O.
 """
@@ -12,7 +13,17 @@ import datetime as dt
 from typing import Any
 
 from agent_replay.services.otel import semconv
-from agent_replay.services.otel.nodes import Assembly, Node, iso, make_step, merge
+from agent_replay.services.otel.logs_codex import apply_codex
+from agent_replay.services.otel.logs_gemini import apply_gemini
+from agent_replay.services.otel.nodes import (
+    Assembly,
+    Node,
+    make_step,
+    merge,
+    ms_ns,
+    permission_node,
+    user_prompt,
+)
 from agent_replay.services.otel.semconv import as_bool, as_float, as_int, first, parse_json
 from agent_replay.trace.base import parse_time
 
@@ -31,32 +42,13 @@ def _record_time(item: dict[str, Any]) -> int:
     return int(ns)
 
 
-def _ms(value: Any) -> int:
-    number = as_float(value)
-    return int(number * 1e6) if number is not None and number >= 0 else 0
-
-
-def _gemini_text(response_text: Any) -> Any:
-    """The model's words from Gemini CLI's ``response_text`` (raw response chunks)."""
-    data = parse_json(response_text)
-    chunks = data if isinstance(data, list) else [data]
-    texts: list[str] = []
-    for chunk in chunks:
-        if not isinstance(chunk, dict):
-            return response_text
-        for candidate in chunk.get("candidates") or ():
-            parts = ((candidate or {}).get("content") or {}).get("parts") or ()
-            texts.extend(p["text"] for p in parts if isinstance(p, dict) and "text" in p)
-    return "".join(texts) if texts else response_text
-
-
 def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None:
     attrs = item["attributes"]
     request = first(attrs, "request_id")
     if event == "user_prompt":
-        _prompt(asm, item, t, first(attrs, "prompt", "prompt_text"), attrs.get("prompt.id"))
+        user_prompt(asm, item, t, first(attrs, "prompt", "prompt_text"), attrs.get("prompt.id"))
     elif event in ("api_request", "api_error"):
-        duration = _ms(attrs.get("duration_ms"))
+        duration = ms_ns(attrs.get("duration_ms"))
         start = t - duration if t > duration else t
         usage = {
             k: as_int(attrs.get(k))
@@ -114,7 +106,7 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
         source = str(first(attrs, "source") or "")
         decided_by = "policy" if source in ("config", "hook", "mode", "classifier") else "user"
         asm.add(
-            _permission(
+            permission_node(
                 f"claude:dec:{use_id}" if use_id else f"log:{item['key']}",
                 t,
                 str(tool),
@@ -128,7 +120,7 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
     elif event == "tool_result":
         tool = first(attrs, "tool_name") or "tool"
         use_id = first(attrs, "tool_use_id")
-        duration = _ms(attrs.get("duration_ms"))
+        duration = ms_ns(attrs.get("duration_ms"))
         start = t - duration if t > duration else t
         error = None
         if as_bool(attrs.get("success")) is False:
@@ -198,342 +190,6 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
                     make_step("output", "assistant response", t, t, output=text),
                 )
             )
-
-
-def _prompt(asm: Assembly, item: dict[str, Any], t: int, prompt: Any, prompt_id: Any) -> None:
-    """A harness's user prompt: a ``user prompt`` step (the first is the trace's input)."""
-    asm.prompts.append(prompt) if isinstance(prompt, str) else None
-    metadata = {"role": "user", "prompt_id": prompt_id} if prompt_id else {"role": "user"}
-    asm.add(
-        Node(
-            f"log:{item['key']}",
-            t,
-            t,
-            make_step("thought", "user prompt", t, t, input=prompt, metadata=metadata),
-        )
-    )
-
-
-def _permission(
-    key: str,
-    t: int,
-    tool: str,
-    options: tuple[str, ...],
-    source: str,
-    decided_by: str,
-    metadata: dict[str, Any],
-    caused_by: str | None,
-) -> Node:
-    """A harness's permission decision on a tool call (the last option is the one chosen)."""
-    return Node(
-        key,
-        t,
-        t,
-        make_step(
-            "decision",
-            f"permission: {tool}",
-            t,
-            t,
-            decision={
-                "options": [{"option": o} for o in dict.fromkeys(options)],
-                "chosen": options[-1],
-                "rationale": f"source: {source}" if source else None,
-                "decided_by": decided_by,
-            },
-            metadata={**metadata, "source": source or None},
-        ),
-        caused_by=caused_by,
-        order=-1,
-    )
-
-
-def _apply_codex(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None:
-    """Codex CLI's own log events: a model call is its ``api_request`` completed by the
-    ``response.completed`` record with its tokens; tools are ``tool_decision`` + ``tool_result``
-    (named and shaped as on every other Codex path: ``vocabulary``)."""
-    attrs = item["attributes"]
-    if event == "user_prompt":
-        _prompt(asm, item, t, first(attrs, "prompt"), None)
-    elif event == "api_request":
-        duration = _ms(attrs.get("duration_ms"))
-        node = asm.add(
-            Node(
-                f"log:{item['key']}",
-                t - duration if t > duration else t,
-                t,
-                make_step(
-                    "llm_call",
-                    "llm_call",
-                    t - duration if t > duration else t,
-                    t,
-                    metadata={
-                        k: v
-                        for k, v in {
-                            "provider": "openai",
-                            "endpoint": attrs.get("endpoint"),
-                            "status_code": attrs.get("http.response.status_code"),
-                            "attempt": attrs.get("attempt"),
-                        }.items()
-                        if v is not None
-                    },
-                ),
-                order=-2,
-            )
-        )
-        asm.current_call = node.key
-        status = as_int(attrs.get("http.response.status_code"))
-        if status is not None and status >= 400:
-            node.step["error"] = str(first(attrs, "error.message") or f"HTTP {status}")
-    elif event == "sse_event":
-        counts = {
-            ours: as_int(attrs.get(theirs))
-            for ours, theirs in (
-                ("input_tokens", "input_token_count"),
-                ("output_tokens", "output_token_count"),
-                ("cached_input_tokens", "cached_token_count"),
-                ("reasoning_output_tokens", "reasoning_token_count"),
-            )
-        }
-        usage = {k: v for k, v in counts.items() if v is not None}
-        if "input_tokens" not in usage and "output_tokens" not in usage:
-            return  # the record of the stream's end without the usage
-        call = asm.nodes.get(asm.current_call) if asm.current_call else None
-        if call is None or call.step.get("tokens_used") is not None:
-            call = asm.add(Node(f"log:{item['key']}", t, t, make_step("llm_call", None, t, t)))
-        model = first(attrs, "model", "slug")
-        fresh = usage.get("input_tokens", 0) - usage.get("cached_input_tokens", 0)
-        call.step["tokens_used"] = max(fresh, 0) + usage.get("output_tokens", 0)  # as Codex
-        call.step["metadata"]["usage"] = usage
-        if model:
-            call.step["model"] = str(model)
-            call.step["name"] = str(model)
-        call.end_ns = max(call.end_ns, t)
-        call.step["ended_at"] = iso(call.end_ns)
-        call.step["duration_ms"] = (call.end_ns - call.start_ns) / 1e6
-    elif event == "tool_decision":
-        from agent_replay.services.capture import vocabulary
-
-        call_id = first(attrs, "call_id")
-        tool = vocabulary.canonical_tool(vocabulary.CODEX, str(first(attrs, "tool_name")), None)
-        chosen = str(first(attrs, "decision") or "approved")
-        source = str(first(attrs, "source") or "")
-        asm.add(
-            _permission(
-                f"codex:dec:{call_id}" if call_id else f"log:{item['key']}",
-                t,
-                tool.name or "tool",
-                ("approved", "denied", chosen),
-                source,
-                "user" if source.lower() == "user" else "policy",
-                {"call_id": call_id},
-                asm.current_call,
-            )
-        )
-    elif event == "tool_result":
-        _codex_tool(asm, item, t)
-
-
-def _codex_tool(asm: Assembly, item: dict[str, Any], t: int) -> None:
-    from agent_replay.services.capture import vocabulary
-    from agent_replay.services.capture.codex_rollout import tool_outcome
-
-    attrs = item["attributes"]
-    call_id = first(attrs, "call_id")
-    duration = _ms(attrs.get("duration_ms"))
-    start = t - duration if t > duration else t
-    tool = vocabulary.canonical_tool(
-        vocabulary.CODEX,
-        str(first(attrs, "tool_name") or "tool"),
-        parse_json(attrs.get("arguments")),
-    )
-    output, error, outcome = tool_outcome(
-        attrs.get("output"), success=as_bool(attrs.get("success"))
-    )
-    decision = asm.nodes.get(f"codex:dec:{call_id}") if call_id else None
-    if decision is not None and decision.start_ns > start:
-        decision.start_ns = start  # decided before the call ran: list it first
-    metadata = {
-        **tool.metadata,
-        **outcome,
-        **{k: attrs[k] for k in ("call_id", "tool_namespace", "mcp_server") if attrs.get(k)},
-    }
-    asm.add(
-        Node(
-            f"codex:tool:{call_id}" if call_id else f"log:{item['key']}",
-            start,
-            t,
-            make_step(
-                "tool_call",
-                tool.name,
-                start,
-                t,
-                input=tool.input,
-                output=output,
-                error=error,
-                metadata=metadata,
-            ),
-            caused_by=f"codex:dec:{call_id}" if call_id else None,
-            fallback_cause=asm.current_call,
-            order=1,
-        )
-    )
-
-
-def _gemini_decided_by(decision: str, approval_mode: str | None) -> str:
-    if decision == "auto_accept" or (approval_mode or "").lower() in ("yolo", "auto_edit"):
-        return "policy"
-    return "user"
-
-
-def _apply_gemini(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None:
-    attrs = item["attributes"]
-    if event == "user_prompt":
-        _prompt(asm, item, t, first(attrs, "prompt"), attrs.get("prompt_id"))
-    elif event in ("api_response", "api_error"):
-        model = first(attrs, "model")
-        duration = _ms(attrs.get("duration_ms"))
-        start = t - duration if t > duration else t
-        usage = {
-            k: as_int(attrs.get(k))
-            for k in (
-                "input_token_count",
-                "output_token_count",
-                "cached_content_token_count",
-                "thoughts_token_count",
-                "tool_token_count",
-                "total_token_count",
-            )
-            if as_int(attrs.get(k)) is not None
-        }
-        tokens = usage.get("total_token_count")
-        if tokens is None and ("input_token_count" in usage or "output_token_count" in usage):
-            tokens = (usage.get("input_token_count") or 0) + (usage.get("output_token_count") or 0)
-        response_text = attrs.get("response_text")
-        output = _gemini_text(response_text) if response_text is not None else None
-        if isinstance(output, str):
-            asm.answers.append((t, output))
-        error = None
-        if event == "api_error":
-            error = str(first(attrs, "error", "error_message", "status_code") or "API error")
-        response_id = semconv.response_id_in(response_text)
-        metadata = {
-            k: v
-            for k, v in {
-                "provider": "gcp.gemini",
-                "usage": usage or None,
-                "role": attrs.get("role"),
-                "prompt_id": attrs.get("prompt_id"),
-                "status_code": attrs.get("status_code"),
-                "finish_reasons": parse_json(attrs.get("finish_reasons")),
-                "response_id": response_id,
-            }.items()
-            if v is not None
-        }
-        node = asm.match(item, "llm_call", t, None, model)
-        if node is not None:
-            node.harness_matched = True
-            merge(
-                node, tokens_used=tokens, output=output, error=error, model=model, metadata=metadata
-            )
-            if response_id and not node.response_id:
-                node.response_id = response_id
-                asm.by_response.setdefault(response_id, node.key)
-            return
-        asm.add(
-            Node(
-                f"log:{item['key']}",
-                start,
-                t,
-                make_step(
-                    "llm_call",
-                    "llm_call",
-                    start,
-                    t,
-                    model=model,
-                    tokens_used=tokens,
-                    output=output,
-                    error=error,
-                    metadata=metadata,
-                ),
-                response_id=response_id,
-            )
-        )
-    elif event == "tool_call":
-        name = first(attrs, "function_name")
-        duration = _ms(attrs.get("duration_ms"))
-        start = t - duration if t > duration else t
-        details = parse_json(attrs.get("metadata"))
-        error = None
-        if as_bool(attrs.get("success")) is False:
-            error = str(first(attrs, "error", "error_type") or "tool failed")
-        elif isinstance(details, dict) and (
-            details.get("isError") is True or as_int(details.get("exitCode")) not in (None, 0)
-        ):
-            code = as_int(details.get("exitCode"))
-            error = f"exit code {code}" if code is not None else "tool reported an error"
-        metadata = {
-            k: v
-            for k, v in {
-                "tool_type": attrs.get("tool_type"),
-                "content_length": attrs.get("content_length"),
-                "mcp_server_name": attrs.get("mcp_server_name")
-                if attrs.get("mcp_server_name") not in (None, "null")
-                else None,
-                "details": details if isinstance(details, dict) else None,
-                "prompt_id": attrs.get("prompt_id"),
-            }.items()
-            if v is not None
-        }
-        node = asm.match(item, "tool_call", t, str(name) if name else None, None)
-        if node is not None:
-            node.harness_matched = True
-            merge(
-                node, input=parse_json(attrs.get("function_args")), error=error, metadata=metadata
-            )
-        else:
-            node = asm.add(
-                Node(
-                    f"log:{item['key']}",
-                    start,
-                    t,
-                    make_step(
-                        "tool_call",
-                        str(name or "tool"),
-                        start,
-                        t,
-                        input=parse_json(attrs.get("function_args")),
-                        error=error,
-                        metadata=metadata,
-                    ),
-                )
-            )
-        decision = first(attrs, "decision")
-        if decision:
-            chosen = str(decision)
-            options = dict.fromkeys(("accept", "reject", "modify", chosen))
-            key = f"dec:{item['key']}"
-            asm.add(
-                Node(
-                    key,
-                    node.start_ns,
-                    node.start_ns,
-                    make_step(
-                        "decision",
-                        f"permission: {name or 'tool'}",
-                        node.start_ns,
-                        node.start_ns,
-                        decision={
-                            "options": [{"option": o} for o in options],
-                            "chosen": chosen,
-                            "decided_by": _gemini_decided_by(chosen, asm.approval_mode),
-                        },
-                        metadata={"approval_mode": asm.approval_mode},
-                    ),
-                    parent=node.parent,
-                    order=-1,
-                )
-            )
-            node.caused_by = node.caused_by or key
 
 
 def _apply_genai(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None:
@@ -617,8 +273,8 @@ def apply_logs(asm: Assembly, logs: list[dict[str, Any]]) -> None:
         elif prefix == "claude_code":
             _apply_claude(asm, item, bare, t)
         elif prefix == "gemini_cli":
-            _apply_gemini(asm, item, bare, t)
+            apply_gemini(asm, item, bare, t)
         elif prefix == "codex":
-            _apply_codex(asm, item, bare, t)
+            apply_codex(asm, item, bare, t)
         else:
             _apply_genai(asm, item, event, t)

@@ -1,7 +1,8 @@
 """The steps of a trace under construction: ``Node`` (a step plus what ordering and merging
 need), the ``Assembly`` of a group's nodes, ordering, stable ids and timestamps.
 
-Shared by the span and log mappings (``spans``, ``logs``) and the trace builder (``build``).
+Shared by the span and log mappings (``spans``, ``logs``) and the trace builder (``build``),
+with the nodes every harness's log records make (a user prompt, a permission decision).
 Pure functions over plain dicts; no I/O.
 """
 
@@ -14,6 +15,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
+
+from agent_replay.services.otel.semconv import as_float
 
 # A harness record is matched to a span step when its time falls inside the span, or this
 # soon after it ends (the record is written once the call returns).
@@ -248,3 +251,59 @@ def order_nodes(nodes: dict[str, Node]) -> list[Node]:
             node.parent = None
             out.append(node)
     return out
+
+
+# --- nodes of harness log records (shared by logs, logs_codex, logs_gemini) ----------------
+
+
+def ms_ns(value: Any) -> int:
+    """A producer's duration in milliseconds (number or text) in nanoseconds; 0 when unknown."""
+    number = as_float(value)
+    return int(number * 1e6) if number is not None and number >= 0 else 0
+
+
+def user_prompt(asm: Assembly, item: dict[str, Any], t: int, prompt: Any, prompt_id: Any) -> None:
+    """A harness's user prompt: a ``user prompt`` step (the first is the trace's input)."""
+    asm.prompts.append(prompt) if isinstance(prompt, str) else None
+    metadata = {"role": "user", "prompt_id": prompt_id} if prompt_id else {"role": "user"}
+    asm.add(
+        Node(
+            f"log:{item['key']}",
+            t,
+            t,
+            make_step("thought", "user prompt", t, t, input=prompt, metadata=metadata),
+        )
+    )
+
+
+def permission_node(
+    key: str,
+    t: int,
+    tool: str,
+    options: tuple[str, ...],
+    source: str,
+    decided_by: str,
+    metadata: dict[str, Any],
+    caused_by: str | None,
+) -> Node:
+    """A harness's permission decision on a tool call (the last option is the one chosen)."""
+    return Node(
+        key,
+        t,
+        t,
+        make_step(
+            "decision",
+            f"permission: {tool}",
+            t,
+            t,
+            decision={
+                "options": [{"option": o} for o in dict.fromkeys(options)],
+                "chosen": options[-1],
+                "rationale": f"source: {source}" if source else None,
+                "decided_by": decided_by,
+            },
+            metadata={**metadata, "source": source or None},
+        ),
+        caused_by=caused_by,
+        order=-1,
+    )

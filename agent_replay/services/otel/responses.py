@@ -18,9 +18,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_replay.services.otel.writer import run
+from peewee import JOIN
+
+from agent_replay.services.otel.runner import InList
 from agent_replay.store.db import Store
-from agent_replay.store.writes import insert_many
+from agent_replay.store.models import OtelResponseRow, TraceRow
+from agent_replay.store.statements import insert_statement
+
+_Response = OtelResponseRow
+_OWNERS = InList(
+    lambda keys: (
+        _Response.select(
+            _Response.response_id, _Response.trace_id, _Response.step_number, TraceRow.id
+        )
+        .join(TraceRow, JOIN.LEFT_OUTER, on=TraceRow.id == _Response.trace_id)
+        .where(_Response.response_id.in_(keys))
+    )
+)
+_FORGET = InList(lambda keys: _Response.delete().where(_Response.response_id.in_(keys)))
+_CLAIM = insert_statement(
+    _Response, [_Response.response_id, _Response.trace_id, _Response.step_number]
+)
 
 
 def duplicate(step: dict[str, Any], where: dict[str, Any]) -> None:
@@ -34,53 +52,54 @@ def duplicate(step: dict[str, Any], where: dict[str, Any]) -> None:
     step["tokens_used"] = None
 
 
-def count_once(store: Store, trace: dict[str, Any], building: set[str]) -> None:
-    """Leave out of ``trace`` the tokens of responses another trace counts; claim the rest.
+def count_once(store: Store, traces: list[dict[str, Any]], building: set[str]) -> None:
+    """Leave out of each trace the tokens of responses another trace counts; claim the rest.
+
+    The traces are taken in order, as if each one's claims were written before the next is
+    looked at (a later trace of the batch sees an earlier one's claims), with one read of the
+    stored claims and one write of the new ones for the whole batch.
 
     Args:
         store: the store (inside the writer's transaction).
-        trace: a built trace (the format's object, with its id); mutated.
+        traces: built traces (the format's objects, with their ids); mutated.
         building: the ids of the traces this batch rebuilds (their claims count although
             their rows are not written yet).
     """
-    steps = [
-        s
-        for s in trace["steps"]
-        if s.get("tokens_used") is not None and (s.get("metadata") or {}).get("response_id")
-    ]
-    if not steps:
+    wanted: list[tuple[dict[str, Any], str, list[dict[str, Any]]]] = []
+    for trace in traces:
+        steps = [
+            s
+            for s in trace["steps"]
+            if s.get("tokens_used") is not None and (s.get("metadata") or {}).get("response_id")
+        ]
+        if steps:
+            wanted.append((trace, _scope(trace), steps))
+    if not wanted:
         return
-    scope = _scope(trace)
-    ids = sorted({scope + str(s["metadata"]["response_id"]) for s in steps})
-    owners: dict[str, tuple[str, int]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        rows = run(
-            store,
-            "SELECT r.response_id, r.trace_id, r.step_number, t.id FROM otel_responses r "
-            "LEFT JOIN traces t ON t.id = r.trace_id "
-            f"WHERE r.response_id IN ({', '.join('?' * len(chunk))})",
-            chunk,
-        ).fetchall()
-        for response_id, owner, number, exists in rows:
-            if owner != trace["id"] and (exists is not None or owner in building):
-                owners[response_id] = (owner, int(number))
+    ids = sorted(
+        {scope + str(s["metadata"]["response_id"]) for _, scope, steps in wanted for s in steps}
+    )
+    # response id -> (the trace claiming it, its step number, whether that trace is stored)
+    known: dict[str, tuple[str, int, bool]] = {
+        response_id: (owner, int(number), exists is not None)
+        for response_id, owner, number, exists in _OWNERS.rows(store, ids)
+    }
     claims: dict[str, tuple[str, str, int]] = {}  # one claim per response (the last, as before)
-    for step in steps:
-        response_id = scope + str(step["metadata"]["response_id"])
-        if response_id in owners:
-            owner, number = owners[response_id]
-            duplicate(step, {"trace_id": owner, "step_number": number})
-        else:
-            claims[response_id] = (response_id, trace["id"], int(step["step_number"]))
+    for trace, scope, steps in wanted:
+        mine: dict[str, tuple[str, str, int]] = {}
+        for step in steps:
+            response_id = scope + str(step["metadata"]["response_id"])
+            owner, number, stored = known.get(response_id) or (trace["id"], 0, False)
+            if owner != trace["id"] and (stored or owner in building):
+                duplicate(step, {"trace_id": owner, "step_number": number})
+            else:
+                mine[response_id] = (response_id, trace["id"], int(step["step_number"]))
+        for response_id, claim in mine.items():  # seen by the traces after this one
+            known[response_id] = (claim[1], claim[2], False)
+        claims.update(mine)
     if claims:
-        ids = list(claims)
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            marks = ", ".join("?" * len(chunk))
-            run(store, f"DELETE FROM otel_responses WHERE response_id IN ({marks})", chunk)
-        columns = ("response_id", "trace_id", "step_number")
-        insert_many(store, "otel_responses", columns, list(claims.values()))
+        _FORGET.run(store, list(claims))
+        _CLAIM.run_many(store, list(claims.values()))
 
 
 def _scope(trace: dict[str, Any]) -> str:

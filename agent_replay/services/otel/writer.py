@@ -33,7 +33,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,6 @@ import orjson
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.paths import append_private
 from agent_replay.services.redact import redact_text
-from agent_replay.store.db import Store
-from agent_replay.store.writes import execute
 
 Log = Callable[[str], None]
 
@@ -404,15 +402,6 @@ class OtelWriter:
             self._cond.notify_all()
         for text in report.get("log") or ():
             self.log(text)
-
-
-def run(store: Store, sql: str, params: Sequence[Any] = ()) -> Any:
-    """``execute`` (``?`` placeholders), straight on the SQLite connection: a statement of a
-    batch costs SQLite's time, not also peewee's per-statement bookkeeping (a fifth of a small
-    batch's CPU). Errors are ``sqlite3.Error`` (in ``DB_ERRORS``, as peewee's are)."""
-    if store.is_sqlite:
-        return store.db.cursor().execute(sql, params)
-    return execute(store, sql, params)
 
 
 def write_error_log(error_log: Path | None, line: str, details: str) -> None:

@@ -10,9 +10,9 @@ store connection. Each batch is one ``BEGIN IMMEDIATE`` transaction that:
 2. recomputes the group of every OTel trace that got a new span (an agent root arriving late
    can move spans out of a harness session, and the other way round), and moves the log
    records linked to it;
-3. rebuilds each touched group once (``build.build_trace``), validates it leniently and
-   replaces the stored trace: same id, evals and first-seen time kept, delete and insert in the
-   same transaction, through the ingest service's row builder (``prepare``).
+3. rebuilds each touched group once (``build.build_trace``), validates it leniently, makes its
+   rows through the ingest service's row builder (``prepare``) and stores them, writing only
+   what changed since the stored build (``replace``: same id, first-seen time kept).
 
 Between transactions the process takes everything that arrived on the pipe meanwhile, so under
 load the next transaction writes many requests' items at once (group commit). At end of input
@@ -35,53 +35,78 @@ from pathlib import Path
 from typing import IO, Any
 
 import orjson
+from peewee import fn
 
 from agent_replay.errors import AgentReplayError
 from agent_replay.services.ingest import prepare
 from agent_replay.services.otel.build import Group, build_trace, otel_trace_group, trace_id_for
+from agent_replay.services.otel.replace import replace_traces
 from agent_replay.services.otel.responses import count_once
+from agent_replay.services.otel.runner import InList, run
 from agent_replay.services.otel.writer import (
     COUNTERS,
     FRAME_HEADER,
     Log,
     WriterStats,
-    run,
     write_error_log,
 )
 from agent_replay.store.db import DB_ERRORS, Store, open_store
-from agent_replay.store.mapping import EVAL_COLUMNS, TRACE_COLUMNS, TraceRows
-from agent_replay.store.writes import execute, insert_trace_rows
+from agent_replay.store.mapping import TraceRows
+from agent_replay.store.models import OtelLogRow, OtelSpanRow
+from agent_replay.store.statements import Statement, arg, insert_statement
 from agent_replay.trace.io import dumps, loads
 from agent_replay.trace.validate import validate_trace
 
-_CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
-_SPAN_COLUMNS = ("otel_trace_id", "span_id", "group_key", "received_ms", "data")
-_LOG_COLUMNS = ("record_key", "otel_trace_id", "session_key", "group_key", "received_ms", "data")
-_CREATED = TRACE_COLUMNS.index("created_at_ms")
-_STARTED_MS = TRACE_COLUMNS.index("started_at_ms")
-_STARTED = TRACE_COLUMNS.index("started_at")
+_BUILD_ERRORS = (AgentReplayError, ValueError, TypeError, KeyError, OverflowError)
+"""What a producer's data can make the builder raise (anything else is a bug)."""
 
-
-def _select_in(store: Store, sql: str, keys: list[str]) -> list[tuple[Any, ...]]:
-    """Rows of ``sql`` (with one ``IN ({})``) for every key, chunk by chunk."""
-    out: list[tuple[Any, ...]] = []
-    for start in range(0, len(keys), _CHUNK):
-        chunk = keys[start : start + _CHUNK]
-        marks = ", ".join("?" * len(chunk))
-        out.extend(tuple(row) for row in run(store, sql.format(marks), chunk).fetchall())
-    return out
-
-
-def insert_many(
-    store: Store, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]], *, verb: str
-) -> None:
-    """``executemany`` of rows into a staging table (``INSERT OR IGNORE``: keys decide)."""
-    from agent_replay.store import writes
-
-    if "IGNORE" in verb.upper():  # the store layer's portable form (ON CONFLICT DO NOTHING)
-        writes.insert_ignore_many(store, table, columns, rows)
-    else:
-        writes.insert_many(store, table, columns, rows)
+# The statements of a batch, built once (see ``runner``).
+_Span, _Log = OtelSpanRow, OtelLogRow
+_INSERT_SPANS = insert_statement(
+    _Span,
+    [_Span.otel_trace_id, _Span.span_id, _Span.group_key, _Span.received_ms, _Span.data],
+    ignore=True,
+)
+_INSERT_LOGS = insert_statement(
+    _Log,
+    [
+        _Log.record_key,
+        _Log.otel_trace_id,
+        _Log.session_key,
+        _Log.group_key,
+        _Log.received_ms,
+        _Log.data,
+    ],
+    ignore=True,
+)
+_SPANS_OF_TRACES = InList(
+    lambda keys: _Span.select(
+        _Span.otel_trace_id, _Span.span_id, _Span.group_key, _Span.data
+    ).where(_Span.otel_trace_id.in_(keys))
+)
+_SPAN_GROUP_OF_TRACES = InList(
+    lambda keys: (
+        _Span.select(_Span.otel_trace_id, fn.MIN(_Span.group_key))
+        .where(_Span.otel_trace_id.in_(keys))
+        .group_by(_Span.otel_trace_id)
+    )
+)
+_SPANS_OF_GROUPS = InList(
+    lambda keys: _Span.select(_Span.group_key, _Span.data).where(_Span.group_key.in_(keys))
+)
+_MOVE_SPANS = Statement(lambda: _Span.update(group_key=arg()).where(_Span.otel_trace_id == arg()))
+_LOG_GROUPS_OF_TRACES = InList(
+    lambda keys: (
+        _Log.select(_Log.otel_trace_id, _Log.group_key)
+        .distinct()
+        .where(_Log.otel_trace_id.in_(keys))
+    )
+)
+_LOGS_PRESENT = InList(lambda keys: _Log.select(_Log.record_key).where(_Log.record_key.in_(keys)))
+_LOGS_OF_GROUPS = InList(
+    lambda keys: _Log.select(_Log.group_key, _Log.data).where(_Log.group_key.in_(keys))
+)
+_MOVE_LOGS = Statement(lambda: _Log.update(group_key=arg()).where(_Log.otel_trace_id == arg()))
 
 
 class BatchWriter:
@@ -111,11 +136,11 @@ class BatchWriter:
                 # page image per page it touches) and temporary b-trees stay in memory: on
                 # disk they were most of this process's system calls.
                 if store.is_sqlite:  # (a PostgreSQL team store has no such pragma)
-                    execute(store, "PRAGMA temp_store = MEMORY")
+                    store.db.pragma("temp_store", "MEMORY")
                     # Each commit is fsync'd: the receiver acknowledges a request only once
                     # its batch is committed, and a 2xx must survive the machine, not only the
                     # process (one fsync per batch of however many requests arrived meanwhile).
-                    execute(store, "PRAGMA synchronous = FULL")
+                    store.db.pragma("synchronous", "FULL")
                 return store
             except AgentReplayError as exc:
                 self.stats.write_errors += 1
@@ -192,12 +217,7 @@ class BatchWriter:
         if not incoming:
             return {}
         stored: dict[str, list[tuple[str, str, str]]] = {}
-        for row in _select_in(
-            store,
-            "SELECT otel_trace_id, span_id, group_key, data FROM otel_spans "
-            "WHERE otel_trace_id IN ({})",
-            list(incoming),
-        ):
+        for row in _SPANS_OF_TRACES.rows(store, list(incoming)):
             stored.setdefault(row[0], []).append((row[1], row[2], row[3]))
         rows: list[tuple[Any, ...]] = []
         span_groups: dict[str, str] = {}
@@ -223,30 +243,19 @@ class BatchWriter:
                 moves.append((group, trace_id))
             if group == f"t:{trace_id}":
                 known[group] = everything  # the whole group: no need to read it again
-        insert_many(store, "otel_spans", _SPAN_COLUMNS, rows, verb="INSERT OR IGNORE")
+        if rows:
+            _INSERT_SPANS.run_many(store, rows)
         self.stats.spans_staged += len(rows)
         for group, trace_id in moves:
-            run(
-                store,
-                "UPDATE otel_spans SET group_key = ? WHERE otel_trace_id = ?",
-                [group, trace_id],
-            )
+            run(store, _MOVE_SPANS, (group, trace_id))
         # Log records that arrived before their spans (or were linked to another group).
         touched = [trace_id for trace_id, _, _, _, _ in rows]
-        for trace_id, group in _select_in(
-            store,
-            "SELECT DISTINCT otel_trace_id, group_key FROM otel_logs WHERE otel_trace_id IN ({})",
-            list(dict.fromkeys(touched)),
-        ):
+        for trace_id, group in _LOG_GROUPS_OF_TRACES.rows(store, list(dict.fromkeys(touched))):
             if group != span_groups[trace_id]:
                 if group:
                     groups[group] = None
                 groups[span_groups[trace_id]] = None
-                run(
-                    store,
-                    "UPDATE otel_logs SET group_key = ? WHERE otel_trace_id = ?",
-                    [span_groups[trace_id], trace_id],
-                )
+                run(store, _MOVE_LOGS, (span_groups[trace_id], trace_id))
         return span_groups
 
     def _stage_logs(
@@ -265,21 +274,9 @@ class BatchWriter:
             return
         linked = {r["trace_id"] for r in logs if r.get("trace_id")} - set(span_groups)
         span_groups = dict(span_groups)
-        for trace_id, group in _select_in(
-            store,
-            "SELECT otel_trace_id, MIN(group_key) FROM otel_spans WHERE otel_trace_id IN ({}) "
-            "GROUP BY otel_trace_id",
-            list(linked),
-        ):
+        for trace_id, group in _SPAN_GROUP_OF_TRACES.rows(store, list(linked)):
             span_groups[trace_id] = group
-        present = {
-            row[0]
-            for row in _select_in(
-                store,
-                "SELECT record_key FROM otel_logs WHERE record_key IN ({})",
-                list({r["key"] for r in logs}),
-            )
-        }
+        present = {row[0] for row in _LOGS_PRESENT.rows(store, list({r["key"] for r in logs}))}
         rows: list[tuple[Any, ...]] = []
         for record in logs:
             if record["key"] in present:
@@ -304,7 +301,8 @@ class BatchWriter:
                 )
             )
             groups[group] = None
-        insert_many(store, "otel_logs", _LOG_COLUMNS, rows, verb="INSERT OR IGNORE")
+        if rows:
+            _INSERT_LOGS.run_many(store, rows)
         self.stats.logs_staged += len(rows)
 
     def _rebuild(
@@ -317,28 +315,28 @@ class BatchWriter:
         """Rebuild each group's trace and replace the stored versions."""
         # The groups read below are the others: the lists of ``known`` are never added to.
         spans: dict[str, list[dict[str, Any]]] = dict(known)
-        for key, data in _select_in(
-            store,
-            "SELECT group_key, data FROM otel_spans WHERE group_key IN ({})",
-            [g for g in groups if g not in known],
-        ):
+        for key, data in _SPANS_OF_GROUPS.rows(store, [g for g in groups if g not in known]):
             spans.setdefault(key, []).append(loads(data))
         logs: dict[str, list[dict[str, Any]]] = {}
-        for key, data in _select_in(
-            store, "SELECT group_key, data FROM otel_logs WHERE group_key IN ({})", groups
-        ):
+        for key, data in _LOGS_OF_GROUPS.rows(store, groups):
             logs.setdefault(key, []).append(loads(data))
-        built: list[TraceRows] = []
         gone: list[str] = []
-        building = {trace_id_for(key) for key in groups}
+        made: list[tuple[str, dict[str, Any]]] = []
         for key in groups:
-            trace_id = trace_id_for(key)
             try:
                 data = build_trace(Group(key, spans.get(key, []), logs.get(key, [])))
-                if data is None:
-                    gone.append(trace_id)
-                    continue
-                count_once(store, data, building)  # a response's tokens once in the store
+            except _BUILD_ERRORS as exc:
+                self._build_failed(key, exc)
+                continue
+            if data is None:
+                gone.append(trace_id_for(key))
+            else:
+                made.append((key, data))
+        # A response's tokens once in the store (one lookup for the batch).
+        count_once(store, [data for _, data in made], {trace_id_for(key) for key in groups})
+        built: list[TraceRows] = []
+        for key, data in made:
+            try:
                 validated = validate_trace(data, lenient=True)
                 self.stats.warnings += len(validated.warnings)
                 rows = prepare(
@@ -347,48 +345,19 @@ class BatchWriter:
                     source_format="otlp",
                     otel_trace_id=key[2:] if key.startswith("t:") else None,
                 )
-            except (AgentReplayError, ValueError, TypeError, KeyError, OverflowError) as exc:
-                # A producer's data the builder can't handle: keep it staged (a later item
-                # may complete it), record the problem, build the other groups.
-                self.stats.build_errors += 1
-                self.report(f"cannot build the trace of {key}: {type(exc).__name__}: {exc}")
+            except _BUILD_ERRORS as exc:
+                self._build_failed(key, exc)
                 continue
             built.append(rows)
-        self._replace(store, built, gone)
+        replace_traces(store, built, gone)
         self.stats.traces_rebuilt += len(built)
         self.trace_ids.extend(rows.trace[0] for rows in built)
 
-    def _replace(self, store: Store, built: list[TraceRows], gone: list[str]) -> None:
-        """Delete the previous versions and insert the new ones, keeping each stored trace's
-        first-seen time and its evals (they belong to the trace, not to one build of it)."""
-        ids = [rows.trace[0] for rows in built]
-        previous = {
-            row[0]: int(row[1])
-            for row in _select_in(
-                store, "SELECT id, created_at_ms FROM traces WHERE id IN ({})", ids
-            )
-        }
-        evals: dict[str, list[tuple[Any, ...]]] = {}
-        if previous:
-            names = ", ".join(EVAL_COLUMNS)
-            for row in _select_in(
-                store, f"SELECT {names} FROM evals WHERE trace_id IN ({{}})", list(previous)
-            ):
-                evals.setdefault(row[1], []).append(tuple(row))
-        stale = [*previous, *gone]
-        for start in range(0, len(stale), _CHUNK):
-            chunk = stale[start : start + _CHUNK]
-            run(store, f"DELETE FROM traces WHERE id IN ({', '.join('?' * len(chunk))})", chunk)
-        for rows in built:
-            created = previous.get(rows.trace[0])
-            if created is not None:
-                trace_row = list(rows.trace)
-                trace_row[_CREATED] = created
-                if trace_row[_STARTED] is None:
-                    trace_row[_STARTED_MS] = created
-                rows.trace = tuple(trace_row)
-                rows.evals = evals.get(rows.trace[0], [])
-        insert_trace_rows(store, built)
+    def _build_failed(self, key: str, exc: Exception) -> None:
+        """A producer's data the builder can't handle: it stays staged (a later item may
+        complete it), the problem is recorded, the other groups are built."""
+        self.stats.build_errors += 1
+        self.report(f"cannot build the trace of {key}: {type(exc).__name__}: {exc}")
 
     def report(self, line: str) -> None:
         """Report a problem: one line to the log, the current traceback to the error log."""
@@ -510,6 +479,15 @@ class _Reports:
         self.lines.clear()
 
 
+def _warm_up() -> None:
+    """Load the price table before the receiver says it is ready: the first priced model call
+    would otherwise pay for it (~0.5 s, the table and its snapshot), on the acknowledgement's
+    path of the requests waiting for that batch."""
+    from agent_replay.services.costs import lookup
+
+    lookup("gpt-4o-mini", {"input_tokens": 1, "output_tokens": 1}, None)
+
+
 def main(config: dict[str, Any]) -> None:
     """Write what arrives on stdin until it ends (see the module docstring)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the receiver decides when writing stops
@@ -540,6 +518,7 @@ def main(config: dict[str, Any]) -> None:
     if store is None:
         reports.send(None)
         return
+    _warm_up()
     reports.send(None, ready=True)
     batch_items = int(config.get("batch_items") or 20_000)
     try:
