@@ -35,8 +35,14 @@ from agent_replay.store.models import PolicyRow
 from agent_replay.trace.base import canonical_time
 from agent_replay.trace.io import dumps
 
-_FIELDS: list[Field] = [PolicyRow._meta.fields[name] for name in POLICY_COLUMNS]
-"""The columns ``policy_from_row`` reads, as fields (the hook's stdlib read selects the same)."""
+
+def _fields(columns: Sequence[str]) -> list[Field]:
+    """``policies`` columns as the model's fields."""
+    return [PolicyRow._meta.fields[name] for name in columns]
+
+
+_FIELDS = _fields(POLICY_COLUMNS)
+"""The columns ``policy_from_row`` reads (the hook's stdlib read selects the same)."""
 
 
 def _policies() -> Select:
@@ -151,8 +157,7 @@ def insert_new_policies(
         names = {row[1] for row in taken}
         fresh = [row for row in rows if row[0] not in ids_taken and row[1] not in names]
         if fresh:
-            fields = [PolicyRow._meta.fields[name] for name in columns]
-            PolicyRow.insert_many(fresh, fields=fields).execute(store.db)
+            PolicyRow.insert_many(fresh, fields=_fields(columns)).execute(store.db)
     return [str(row[1]) for row in fresh]
 
 
