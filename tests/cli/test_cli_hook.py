@@ -180,6 +180,19 @@ def test_the_fast_path_imports_nothing_heavy(store: Store, store_dir: Path) -> N
     assert [s["name"] for s in trace["steps"]] == ["Bash"]
 
 
+def test_the_drainer_and_guard_list_load_no_postgresql_driver(
+    store: Store, store_dir: Path
+) -> None:
+    """The detached drainer's imports (``drain.main``: the module, then ``_warm``) and ``guard
+    list`` on a local store load no PostgreSQL driver (psycopg2 brings ssl: tens of ms of every
+    drainer start), though their modules import peewee before any ``agent_replay.store`` one."""
+    banned = ("psycopg2", "ssl")
+    drainer = probe("from agent_replay.services.hook import drain\ndrain._warm()", banned=banned)
+    assert (drainer.code, drainer.loaded) == (None, []), drainer.stderr
+    guard = probe(argv=["guard", "list"], banned=banned, store_dir=store_dir)
+    assert (guard.code, guard.loaded) == (0, []), guard.stderr
+
+
 # --- the session's drainer ---------------------------------------------------------------
 
 

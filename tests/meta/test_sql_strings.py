@@ -36,7 +36,7 @@ KEEP: dict[str, str] = {
     "agent_replay/services/hook/inbox.py": "the hook's fast path: stdlib sqlite3 only "
     "(no peewee), inside the hook's start-up budget",
     "agent_replay/services/hook/enforce.py": "hook --enforce's fast path: the policy read with "
-    "stdlib sqlite3 only (no peewee)",
+    "stdlib sqlite3 only (no peewee); guard.manage reads the same columns with the query builder",
     "agent_replay/store/schema.py": "the early inbox's frozen DDL, shared by the hook's stdlib "
     "fast path (a new store) and migration 0013",
     "agent_replay/commands/fast_read.py": "list/show's fast path (issue 17): stdlib sqlite3 only "
@@ -52,17 +52,9 @@ _TODO = "to be moved to Peewee's query builder (issue 19)"
 CONVERT: dict[str, str] = {
     "agent_replay/services/capture/event_traces.py": f"hand-built trace lookups, {_TODO}",
     "agent_replay/services/capture/events.py": f"hand-built step-number read, {_TODO}",
-    "agent_replay/services/hook/drain.py": f"hand-built inbox/receipt SQL, {_TODO}",
-    "agent_replay/services/hook/capture.py": f"hand-built session lookups, {_TODO}",
-    "agent_replay/services/hook/dialects/claude.py": f"hand-built step lookups, {_TODO}",
-    "agent_replay/services/hook/session.py": f"hand-built trace and step lookups, {_TODO}",
     "agent_replay/services/capture/importer.py": f"hand-built session lookups, {_TODO}",
     "agent_replay/services/capture/session_writer.py": f"hand-built DELETE and cost SUM, {_TODO}",
     "agent_replay/services/capture/transcript_follow.py": f"hand-built hook_follow SQL, {_TODO}",
-    "agent_replay/services/guard/manage.py": f"hand-built policies SQL, {_TODO}",
-    "agent_replay/services/guard/policy.py": "POLICY_SELECT, shared with the stdlib enforce "
-    f"path; {_TODO} on the store side",
-    "agent_replay/services/hook/guard_check.py": f"hand-built session lookups, {_TODO}",
     "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
     "agent_replay/store/db.py": "PostgreSQL schema setup (CREATE SCHEMA, search_path); decide "
     "in the Peewee conversion (issue 19)",

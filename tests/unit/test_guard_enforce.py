@@ -290,3 +290,23 @@ def test_the_verdict_words_are_the_dashboards() -> None:
     from agent_replay.store import stats
 
     assert (verdict.BLOCK_KEYS, verdict.BLOCK_VALUES) == (stats.BLOCK_KEYS, stats.BLOCK_VALUES)
+
+
+def test_the_hook_reads_the_policies_guard_list_shows_in_the_same_order(
+    store: Store, clock: Any
+) -> None:
+    """enforce's stdlib read and manage's query builder read one row one way."""
+    import sqlite3
+
+    from agent_replay.services.guard.manage import list_policies
+    from agent_replay.services.hook.enforce import load_policies
+
+    add(store, clock, "b-low", "deny", {"name_contains": "rm"})
+    add(store, clock, "c-high", "warn", {"input_contains": "ls"}, priority=5, fail_open=True)
+    add(store, clock, "a-low", "require_review", {"step_type": "tool_call"}, description="x")
+    add(store, clock, "off", "deny", {"name_contains": "x"}, enabled=False)
+    assert store.path is not None
+    with sqlite3.connect(store.path) as conn:
+        read = load_policies(conn)
+    assert read == list_policies(store, enabled_only=True)
+    assert [p.name for p in read] == ["c-high", "a-low", "b-low"]

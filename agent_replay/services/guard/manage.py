@@ -3,8 +3,8 @@
 What ``agent-replay guard`` and the app's policies screen call. Validation is
 ``policy.validate_*`` (the same ``guard add`` and the form apply); a refused policy raises
 ``UsageError`` with the reason (exit 2). Policies are plain rows of the ``policies`` table;
-the hook reads them with the stdlib (``enforce.load_policies``), so this module and that one
-agree on ``policy.POLICY_SELECT``.
+the hook reads them with the stdlib (``enforce.load_policies``): this module reads them through
+Peewee's query builder, and both select ``policy.POLICY_COLUMNS`` for ``policy.policy_from_row``.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from peewee import Field, Select, fn
+
 from agent_replay.clock import Clock
 from agent_replay.errors import NotFoundError, StoreError, UsageError
 from agent_replay.services.guard.decide import Evaluation, evaluate
 from agent_replay.services.guard.match import StepText
 from agent_replay.services.guard.policy import (
-    ORDER,
     POLICY_COLUMNS,
-    POLICY_SELECT,
     Policy,
     PolicyError,
     policy_from_row,
@@ -31,16 +31,36 @@ from agent_replay.services.guard.policy import (
 )
 from agent_replay.store import ids
 from agent_replay.store.db import Store
-from agent_replay.store.writes import execute, insert_many
+from agent_replay.store.models import PolicyRow
 from agent_replay.trace.base import canonical_time
 from agent_replay.trace.io import dumps
 
 
+def _fields(columns: Sequence[str]) -> list[Field]:
+    """``policies`` columns as the model's fields."""
+    return [PolicyRow._meta.fields[name] for name in columns]
+
+
+_FIELDS = _fields(POLICY_COLUMNS)
+"""The columns ``policy_from_row`` reads (the hook's stdlib read selects the same)."""
+
+
+def _policies() -> Select:
+    """Policies as ``policy_from_row`` reads them."""
+    return PolicyRow.select(*_FIELDS)
+
+
+def _read(store: Store, query: Select) -> list[tuple[Any, ...]]:
+    return list(query.tuples().execute(store.db))
+
+
 def list_policies(store: Store, *, enabled_only: bool = False) -> list[Policy]:
-    """Every policy (or the enabled ones), highest priority first, then by name."""
-    where = " WHERE enabled <> 0" if enabled_only else ""
-    rows = execute(store, POLICY_SELECT + where + ORDER).fetchall()
-    return [policy_from_row(tuple(row)) for row in rows]
+    """Every policy (or the enabled ones), highest priority first, then by name (as
+    ``enforce.ENABLED_POLICIES`` orders them)."""
+    query = _policies().order_by(PolicyRow.priority.desc(), PolicyRow.name)
+    if enabled_only:
+        query = query.where(PolicyRow.enabled != 0)
+    return [policy_from_row(row) for row in _read(store, query)]
 
 
 def find_policy(store: Store, ref: str) -> Policy:
@@ -50,11 +70,11 @@ def find_policy(store: Store, ref: str) -> Policy:
         NotFoundError: nothing matches.
         UsageError: the prefix matches several policies.
     """
-    rows = execute(store, POLICY_SELECT + " WHERE id = ? OR name = ?", [ref, ref]).fetchall()
+    rows = _read(store, _policies().where((PolicyRow.id == ref) | (PolicyRow.name == ref)))
     if not rows and ref.startswith(f"{ids.POLICY}_"):
-        rows = execute(
-            store, POLICY_SELECT + " WHERE id LIKE ? ESCAPE '\\'", [_like_prefix(ref)]
-        ).fetchall()
+        # A prefix compared as text, not LIKE: case-sensitive on both backends, no wildcards.
+        prefix = fn.SUBSTR(PolicyRow.id, 1, len(ref)) == ref
+        rows = _read(store, _policies().where(prefix))
         if len(rows) > 1:
             names = ", ".join(sorted(r[0] for r in rows)[:5])
             raise UsageError(f"policy id prefix {ref!r} is ambiguous: it matches {names}")
@@ -64,7 +84,7 @@ def find_policy(store: Store, ref: str) -> Policy:
         )
     if len(rows) > 1:  # an id equal to another policy's name: the id wins
         rows = [r for r in rows if r[0] == ref]
-    return policy_from_row(tuple(rows[0]))
+    return policy_from_row(rows[0])
 
 
 def add_policy(
@@ -111,13 +131,13 @@ def add_policy(
         created_at=canonical_time(clock.now()),
     )
     with store.write():
-        taken = execute(store, "SELECT id FROM policies WHERE name = ?", [name]).fetchone()
+        taken = PolicyRow.select(PolicyRow.id).where(PolicyRow.name == name).scalar(store.db)
         if taken is not None:
             raise UsageError(
-                f"a policy named {name!r} exists already ({taken[0]})",
+                f"a policy named {name!r} exists already ({taken})",
                 hints=["pick another --name, or `agent-replay guard remove` the old one"],
             )
-        insert_many(store, "policies", POLICY_COLUMNS, [_row(policy)])
+        PolicyRow.insert_many([_row(policy)], fields=_FIELDS).execute(store.db)
     remember_policies(store)
     return policy
 
@@ -132,11 +152,12 @@ def insert_new_policies(
         rows: ``policies`` rows in ``columns`` order, ``id`` and ``name`` first.
     """
     with store.write():
-        taken = execute(store, "SELECT id, name FROM policies").fetchall()
+        taken = _read(store, PolicyRow.select(PolicyRow.id, PolicyRow.name))
         ids_taken = {row[0] for row in taken}
         names = {row[1] for row in taken}
         fresh = [row for row in rows if row[0] not in ids_taken and row[1] not in names]
-        insert_many(store, "policies", columns, fresh)
+        if fresh:
+            PolicyRow.insert_many(fresh, fields=_fields(columns)).execute(store.db)
     return [str(row[1]) for row in fresh]
 
 
@@ -144,7 +165,7 @@ def remove_policy(store: Store, ref: str) -> Policy:
     """Delete a policy (by id, name or unique id prefix); returns what was removed."""
     with store.write():
         policy = find_policy(store, ref)
-        execute(store, "DELETE FROM policies WHERE id = ?", [policy.id])
+        PolicyRow.delete().where(PolicyRow.id == policy.id).execute(store.db)
     remember_policies(store)
     return policy
 
@@ -153,15 +174,14 @@ def set_enabled(store: Store, ref: str, enabled: bool) -> Policy:
     """Enable or disable a policy; returns it as it is now."""
     with store.write():
         policy = find_policy(store, ref)
-        execute(store, "UPDATE policies SET enabled = ? WHERE id = ?", [int(enabled), policy.id])
+        PolicyRow.update(enabled=int(enabled)).where(PolicyRow.id == policy.id).execute(store.db)
     remember_policies(store)
     return find_policy(store, policy.id)
 
 
 def enabled_count(store: Store) -> int:
     """How many policies are enabled."""
-    row = execute(store, "SELECT COUNT(*) FROM policies WHERE enabled <> 0").fetchone()
-    return int(row[0])
+    return int(PolicyRow.select().where(PolicyRow.enabled != 0).count(store.db))
 
 
 def remember_policies(store: Store) -> int:
@@ -296,8 +316,3 @@ def _row(policy: Policy) -> tuple[Any, ...]:
         int(policy.fail_open),
         policy.created_at,
     )
-
-
-def _like_prefix(prefix: str) -> str:
-    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "%"

@@ -154,7 +154,7 @@ def validate_pattern(pattern: Any) -> dict[str, str]:
 
 
 def policy_from_row(row: tuple[Any, ...]) -> Policy:
-    """A ``Policy`` from a ``policies`` row in ``POLICY_SELECT`` order.
+    """A ``Policy`` from a ``policies`` row in ``POLICY_COLUMNS`` order.
 
     A row that cannot be evaluated (hand-edited JSON, a regex this build's RE2 refuses, an
     unknown action) still becomes a policy, with ``problem`` set: enforcement then fails it
@@ -195,10 +195,10 @@ POLICY_COLUMNS: tuple[str, ...] = (
     "fail_open",
     "created_at",
 )
-"""The ``policies`` columns ``policy_from_row`` reads, in its order."""
-POLICY_SELECT = f"SELECT {', '.join(POLICY_COLUMNS)} FROM policies"
-"""Every policy (add ``WHERE enabled <> 0`` for the enforced ones)."""
-ORDER = " ORDER BY priority DESC, name"
+"""The ``policies`` columns ``policy_from_row`` reads, in its order: what the store's reads
+(``manage``, the query builder) and the hook's stdlib read (``enforce.load_policies``) select,
+so both read a row one way. Both order policies highest ``priority`` first, then by ``name``
+(a test checks they agree)."""
 
 
 def _kind(value: Any) -> str:

@@ -25,7 +25,8 @@ from agent_replay.services.hook.harness import DIALECTS, detect
 from agent_replay.services.hook.session import Hook, event_time
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
-from agent_replay.store.writes import execute
+from agent_replay.store.models import TraceRow
+from agent_replay.store.statements import Statement, arg
 
 APPLY: dict[str, Callable[[Hook], None]] = {
     "claude": claude.apply,
@@ -85,17 +86,25 @@ def detect_dialect(store: Store, payload: dict[str, Any], forced: str = "auto") 
     return detect(payload, forced=forced, known=lambda: _known_dialect(store, payload))
 
 
+_BY_FORMAT = {f: d.key for d in DIALECTS.values() for f in d.formats}
+"""The dialect of each ``source_format`` a hook (or the proxy beside it) gives a trace."""
+_KNOWN = Statement(
+    lambda: (
+        TraceRow.select(TraceRow.source_format)
+        .where(
+            TraceRow.session_id == arg(), TraceRow.source_format.in_([arg() for _ in _BY_FORMAT])
+        )
+        .order_by(TraceRow.started_at_ms.desc())
+        .limit(arg())
+    )
+)
+"""The newest hook (or proxy) trace's format of a session: (session_id, *formats, 1)."""
+
+
 def _known_dialect(store: Store, payload: dict[str, Any]) -> str | None:
     """The dialect of a trace this session already has, if any."""
     session_id = payload.get("session_id")
     if not isinstance(session_id, str):
         return None
-    by_format = {f: d.key for d in DIALECTS.values() for f in d.formats}
-    marks = ", ".join("?" * len(by_format))
-    row = execute(
-        store,
-        f"SELECT source_format FROM traces WHERE session_id = ? AND source_format IN ({marks}) "
-        "ORDER BY started_at_ms DESC LIMIT 1",
-        [session_id, *by_format],
-    ).fetchone()
-    return by_format[row[0]] if row else None
+    row = _KNOWN.run(store, (session_id, *_BY_FORMAT, 1)).fetchone()
+    return _BY_FORMAT[row[0]] if row else None

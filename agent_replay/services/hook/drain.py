@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from peewee import fn
+
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError
 from agent_replay.paths import DB_NAME, db_path
@@ -40,7 +42,8 @@ from agent_replay.services.hook.inbox import (
     try_lock,
 )
 from agent_replay.store.db import DB_ERRORS, Store, mask_url, open_store
-from agent_replay.store.writes import execute
+from agent_replay.store.models import HookInboxRow, HookReceiptRow
+from agent_replay.store.statements import Statement, arg, insert_statement
 
 BATCH = 25  # a hook arriving mid-batch waits for the write lock at most ~25 ms
 CHUNK_S = 0.1
@@ -53,9 +56,28 @@ RECEIPT_DAYS = 30
 right after delivery; the receipt only matters if that delete never happened)."""
 
 
+# Run once or more per hook event (the drainer wakes per payload): built once, not per run.
+_PENDING = Statement(lambda: HookInboxRow.select(fn.COUNT(HookInboxRow.id)))
+_BATCH = Statement(
+    lambda: (
+        HookInboxRow.select(
+            HookInboxRow.id, HookInboxRow.received_ms, HookInboxRow.payload, HookInboxRow.options
+        )
+        .where(HookInboxRow.id > arg())
+        .order_by(HookInboxRow.id)
+        .limit(arg())
+    )
+)
+"""The next ``(id, received_ms, payload, options)`` rows after an id: (after, how many)."""
+_DONE = Statement(lambda: HookInboxRow.delete().where(HookInboxRow.id == arg()))
+"""A processed payload leaves the inbox: (id,)."""
+_RECEIPT = insert_statement(HookReceiptRow, [HookReceiptRow.spool_key, HookReceiptRow.delivered_ms])
+_EXPIRE = Statement(lambda: HookReceiptRow.delete().where(HookReceiptRow.delivered_ms < arg()))
+
+
 def pending_count(store: Store) -> int:
     """How many payloads wait in the inbox."""
-    return int(execute(store, "SELECT COUNT(*) FROM hook_inbox").fetchone()[0])
+    return int(_PENDING.run(store).fetchone()[0])
 
 
 @dataclass
@@ -142,12 +164,7 @@ def _drain_pass(
     after = 0
     stuck = 0
     while True:
-        rows = execute(
-            store,
-            "SELECT id, received_ms, payload, options FROM hook_inbox WHERE id > ? "
-            "ORDER BY id LIMIT ?",
-            [after, BATCH],
-        ).fetchall()
+        rows = _BATCH.run(store, (after, BATCH)).fetchall()
         if not rows:
             return stuck
         after = int(rows[-1][0])
@@ -229,7 +246,7 @@ def _apply_local(
                     )
                 except Exception as exc:  # noqa: BLE001 - one bad payload never stops the queue
                     _report(store_dir, row[0], exc)
-                execute(store, "DELETE FROM hook_inbox WHERE id = ?", [row[0]])
+                _DONE.run(store, (row[0],))
                 report.done += 1
                 if index >= len(rows) or time.monotonic() - began >= CHUNK_S:
                     break
@@ -261,14 +278,12 @@ def _deliver(
     try:
         with target.write():
             keys = [str(_options(r).get("spool_key") or f"row-{r[0]}-{r[1]}") for r in rows]
-            marks = ", ".join(["?"] * len(keys))
             seen = {
-                k[0]
-                for k in execute(
-                    target,
-                    f"SELECT spool_key FROM hook_receipts WHERE spool_key IN ({marks})",
-                    keys,
-                ).fetchall()
+                key
+                for (key,) in HookReceiptRow.select(HookReceiptRow.spool_key)
+                .where(HookReceiptRow.spool_key.in_(keys))
+                .tuples()
+                .execute(target.db)
             }
             for row, key in zip(rows, keys, strict=True):
                 if key in seen:
@@ -282,24 +297,15 @@ def _deliver(
                     _report(store_dir, row[0], exc)
                 except Exception as exc:  # noqa: BLE001 - one bad payload never stops the queue
                     _report(store_dir, row[0], exc)
-                execute(
-                    target,
-                    "INSERT INTO hook_receipts (spool_key, delivered_ms) VALUES (?, ?)",
-                    [key, now_ms],
-                )
-            execute(
-                target,
-                "DELETE FROM hook_receipts WHERE delivered_ms < ?",
-                [now_ms - RECEIPT_DAYS * 86_400_000],
-            )
+                _RECEIPT.run(target, (key, now_ms))
+            _EXPIRE.run(target, (now_ms - RECEIPT_DAYS * 86_400_000,))
     except DB_ERRORS as exc:
         report.unreachable[target.label] = str(exc).strip().splitlines()[0] if str(exc) else ""
         if store_dir is not None:
             log_error(store_dir, f"payloads stay spooled for {target.label}: {exc}")
         return False
     with inbox.write():
-        for row in rows:
-            execute(inbox, "DELETE FROM hook_inbox WHERE id = ?", [row[0]])
+        _DONE.run_many(inbox, [(row[0],) for row in rows])
     report.done += len(rows)
     report.delivered += len(rows)
     return True

@@ -28,7 +28,10 @@ anything unexpected happens while deciding, the answer is a deny that says why; 
 single policy is handled by ``decide`` (fails closed unless it was added ``--fail-open``).
 
 Stdlib only, like the capture fast path it extends: the hook budget allows no click, peewee or
-pydantic. ``re2`` is imported only when an enabled policy has a ``name_regex``.
+pydantic. ``re2`` is imported only when an enabled policy has a ``name_regex``. So its one
+statement, the policy read (``ENABLED_POLICIES``), is SQL text rather than Peewee's query
+builder, the fast path's exception to issue 19 (``guard.manage`` reads the same columns through
+the query builder, and ``policy.policy_from_row`` turns either's rows into policies).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from agent_replay.paths import DB_NAME, redaction_on, resolve_dir
 from agent_replay.services.guard.decide import Evaluation, evaluate, failure, gone, undecidable
 from agent_replay.services.guard.marker import MarkerError, remembered
 from agent_replay.services.guard.match import StepText
-from agent_replay.services.guard.policy import ORDER, POLICY_SELECT, Policy, policy_from_row
+from agent_replay.services.guard.policy import POLICY_COLUMNS, Policy, policy_from_row
 from agent_replay.services.hook import inbox
 from agent_replay.services.hook.harness import HARNESS_LABELS, HARNESSES, detect, norm_event
 from agent_replay.store.schema import SCHEMA_VERSION
@@ -256,9 +259,18 @@ def proposed_step(payload: dict[str, Any]) -> StepText:
 # --- reading the policies ------------------------------------------------------------------
 
 
+ENABLED_POLICIES = (
+    f"SELECT {', '.join(POLICY_COLUMNS)} FROM policies WHERE enabled <> 0 "
+    "ORDER BY priority DESC, name"
+)
+"""The enabled policies as ``policy_from_row`` reads them, in the order ``guard list`` shows
+them (``manage.list_policies`` builds the same query with Peewee, which the hook can't import:
+SQL text here is the fast path's exception to issue 19's query builder)."""
+
+
 def load_policies(conn: sqlite3.Connection) -> list[Policy]:
     """The enabled policies, highest priority first (stdlib connection)."""
-    rows = conn.execute(POLICY_SELECT + " WHERE enabled <> 0" + ORDER).fetchall()
+    rows = conn.execute(ENABLED_POLICIES).fetchall()
     return [policy_from_row(tuple(row)) for row in rows]
 
 

@@ -27,12 +27,22 @@ from agent_replay.services.guard.decide import Evaluation
 from agent_replay.services.hook.capture import detect_dialect
 from agent_replay.services.hook.enforce import message
 from agent_replay.services.hook.harness import DIALECTS, HARNESSES
-from agent_replay.services.hook.session import NAME_KEY, event_time
+from agent_replay.services.hook.session import NAME_KEY, event_time, session_trace
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
-from agent_replay.store.writes import execute
+from agent_replay.store.models import StepRow
+from agent_replay.store.statements import Statement, arg
 
 GEMINI_ID_KEYS = ("tool_call_id", "call_id", "tool_use_id")
+_CALL = Statement(
+    lambda: (
+        StepRow.select(StepRow.step_number, StepRow.parent_step, StepRow.is_open)
+        .where(StepRow.trace_id == arg(), StepRow.call_id == arg(), StepRow.step_type == arg())
+        .order_by(StepRow.step_number.desc())
+        .limit(arg())
+    )
+)
+"""The newest tool call step with a call id: (trace_id, call_id, "tool_call", 1)."""
 
 
 def call_key(payload: dict[str, Any], dialect: str) -> str:
@@ -60,22 +70,12 @@ def record_guard_check(
     if not isinstance(guard, dict) or not isinstance(session_id, str) or not session_id:
         return None
     key = detect_dialect(store, payload, str(options.get("dialect") or "auto"))
-    row = execute(
-        store,
-        "SELECT id FROM traces WHERE session_id = ? AND source_format = ? "
-        "ORDER BY started_at_ms DESC, created_at_ms DESC LIMIT 1",
-        [session_id, DIALECTS[key].source_format],
-    ).fetchone()
-    if row is None:
+    found = session_trace(store, session_id, (DIALECTS[key].source_format,))
+    if found is None:
         return None
-    trace_id = row[0]
+    trace_id = found[0]
     call_id = call_key(payload, key)
-    tool = execute(
-        store,
-        "SELECT step_number, parent_step, is_open FROM steps WHERE trace_id = ? AND call_id = ? "
-        "AND step_type = 'tool_call' ORDER BY step_number DESC LIMIT 1",
-        [trace_id, call_id],
-    ).fetchone()
+    tool = _CALL.run(store, (trace_id, call_id, "tool_call", 1)).fetchone()
     evaluation = dict(guard.get("evaluation") or {})
     decision = str(guard.get("decision") or "allow")
     at = event_time(payload, options, clock)

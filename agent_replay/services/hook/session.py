@@ -8,6 +8,7 @@ of them, so the capture and its dialects no longer import each other.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,8 @@ from agent_replay.services.hook.harness import Dialect
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import dec, dec_meta
-from agent_replay.store.writes import execute
+from agent_replay.store.models import StepRow, TraceRow
+from agent_replay.store.statements import Statement, arg
 from agent_replay.trace.base import canonical_time, parse_time
 
 NO_RESULT = "no result recorded: the tool call was blocked, denied or interrupted"
@@ -69,6 +71,81 @@ def error_marker(text: str) -> str:
     return f"Exit code {found.group(1)}" if found else "failed"
 
 
+# Every payload runs some of these: built once (per backend), not once a payload.
+@functools.cache  # one per number of formats (a dialect has one or two)
+def _session_trace(formats: int) -> Statement:
+    """``(id, status, has_input)`` of a session's newest trace of some formats:
+    (session_id, *formats, 1)."""
+    return Statement(
+        lambda: (
+            TraceRow.select(TraceRow.id, TraceRow.status, TraceRow.input.is_null(False))
+            .where(
+                TraceRow.session_id == arg(),
+                TraceRow.source_format.in_([arg() for _ in range(formats)]),
+            )
+            .order_by(TraceRow.started_at_ms.desc(), TraceRow.created_at_ms.desc())
+            .limit(arg())
+        )
+    )
+
+
+def session_trace(
+    store: Store, session_id: str, formats: tuple[str, ...]
+) -> tuple[str, str, bool] | None:
+    """``(id, status, has_input)`` of the session's most recent trace with one of these
+    ``source_format``s (a dialect's: the hook's own, and the proxy's)."""
+    row = _session_trace(len(formats)).run(store, (session_id, *formats, 1)).fetchone()
+    return (row[0], row[1], bool(row[2])) if row is not None else None
+
+
+_ENDING = Statement(
+    lambda: TraceRow.select(
+        TraceRow.status, TraceRow.output, TraceRow.error, TraceRow.metadata
+    ).where(TraceRow.id == arg())
+)
+"""What ending a trace keeps: (trace_id,)."""
+_LAST_MODEL = Statement(
+    lambda: (
+        StepRow.select(StepRow.model)
+        .where(StepRow.trace_id == arg(), StepRow.step_type == arg(), StepRow.model.is_null(False))
+        .order_by(StepRow.step_number.desc())
+        .limit(arg())
+    )
+)
+"""The model of a trace's last LLM call: (trace_id, "llm_call", 1)."""
+_LATEST = Statement(
+    lambda: (
+        StepRow.select(StepRow.step_number, StepRow.is_open)
+        .where(StepRow.trace_id == arg(), StepRow.call_id == arg())
+        .order_by(StepRow.step_number.desc())
+        .limit(arg())
+    )
+)
+"""The newest step with a call id: (trace_id, call_id, 1)."""
+_STEP = Statement(
+    lambda: StepRow.select(
+        StepRow.input, StepRow.output, StepRow.metadata, StepRow.started_at, StepRow.name
+    ).where(StepRow.trace_id == arg(), StepRow.step_number == arg())
+)
+"""A few columns of one step: (trace_id, step_number)."""
+_OPEN = Statement(
+    lambda: (
+        StepRow.select(StepRow.step_number, StepRow.call_id)
+        .where(StepRow.trace_id == arg(), StepRow.is_open == arg())
+        .order_by(StepRow.step_number)
+    )
+)
+"""A trace's open steps: (trace_id, 1)."""
+_OPEN_OF_TYPE = Statement(
+    lambda: (
+        StepRow.select(StepRow.step_number, StepRow.call_id)
+        .where(StepRow.trace_id == arg(), StepRow.is_open == arg(), StepRow.step_type == arg())
+        .order_by(StepRow.step_number)
+    )
+)
+"""A trace's open steps of one type: (trace_id, 1, step_type)."""
+
+
 @dataclass
 class Hook:
     """One payload being recorded: its session's trace and the steps it opens or closes."""
@@ -106,16 +183,7 @@ class Hook:
     def find_trace(self) -> tuple[str, str, bool] | None:
         """``(id, status, has_input)`` of this session's most recent trace of this dialect."""
         if self._trace is None:
-            marks = ", ".join("?" * len(self.dialect.formats))
-            row = execute(
-                self.store,
-                "SELECT id, status, input IS NOT NULL FROM traces "
-                f"WHERE session_id = ? AND source_format IN ({marks}) "
-                "ORDER BY started_at_ms DESC, created_at_ms DESC LIMIT 1",
-                [self.session_id, *self.dialect.formats],
-            ).fetchone()
-            if row is not None:
-                self._trace = (row[0], row[1], bool(row[2]))
+            self._trace = session_trace(self.store, self.session_id, self.dialect.formats)
         return self._trace
 
     def trace(self, *, prompt: str | None = None) -> str:
@@ -170,11 +238,7 @@ class Hook:
         """End the trace (a turn or the session finished), keeping the output and error it
         already has unless new ones are given. A failed trace stays failed."""
         trace_id = self.trace()
-        row = execute(
-            self.store,
-            "SELECT status, output, error, metadata FROM traces WHERE id = ?",
-            [trace_id],
-        ).fetchone()
+        row = _ENDING.run(self.store, (trace_id,)).fetchone()
         if output is None:
             output = dec(row[1])
         if row[0] == "failed" and status == "completed":
@@ -185,12 +249,7 @@ class Hook:
             if key not in known and key != "session_source":
                 meta[key] = value  # learned after the trace began (Stop has permission_mode)
         if "model" not in known and "model" not in meta:
-            model = execute(
-                self.store,
-                "SELECT model FROM steps WHERE trace_id = ? AND step_type = 'llm_call' "
-                "AND model IS NOT NULL ORDER BY step_number DESC LIMIT 1",
-                [trace_id],
-            ).fetchone()
+            model = _LAST_MODEL.run(self.store, (trace_id, "llm_call", 1)).fetchone()
             if model:
                 meta["model"] = model[0]
         self.rec.end_trace(
@@ -304,24 +363,14 @@ class Hook:
         found = self.find_trace()
         if found is None:
             return None
-        row = execute(
-            self.store,
-            "SELECT step_number, is_open FROM steps WHERE trace_id = ? AND call_id = ? "
-            "ORDER BY step_number DESC LIMIT 1",
-            [found[0], call_id],
-        ).fetchone()
+        row = _LATEST.run(self.store, (found[0], call_id, 1)).fetchone()
         return (int(row[0]), bool(row[1])) if row else None
 
     def step_row(self, number: int) -> dict[str, Any]:
         """A few columns of one of this trace's steps, decoded."""
         found = self.find_trace()
         assert found is not None
-        row = execute(
-            self.store,
-            "SELECT input, output, metadata, started_at, name FROM steps "
-            "WHERE trace_id = ? AND step_number = ?",
-            [found[0], number],
-        ).fetchone()
+        row = _STEP.run(self.store, (found[0], number)).fetchone()
         return {
             "input": dec(row[0]),
             "output": dec(row[1]),
@@ -335,12 +384,10 @@ class Hook:
         found = self.find_trace()
         if found is None:
             return []
-        sql = "SELECT step_number, call_id FROM steps WHERE trace_id = ? AND is_open = 1"
-        params: list[Any] = [found[0]]
-        if step_type is not None:
-            sql += " AND step_type = ?"
-            params.append(step_type)
-        rows = execute(self.store, sql + " ORDER BY step_number", params).fetchall()
+        if step_type is None:
+            rows = _OPEN.run(self.store, (found[0], 1)).fetchall()
+        else:
+            rows = _OPEN_OF_TYPE.run(self.store, (found[0], 1, step_type)).fetchall()
         return [(int(r[0]), r[1]) for r in rows]
 
     def close_open(self, error: str | None, *, step_type: str | None = None) -> None:

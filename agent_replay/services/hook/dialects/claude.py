@@ -37,7 +37,7 @@ from agent_replay.services.hook.session import (
     as_int,
 )
 from agent_replay.store.mapping import dec
-from agent_replay.store.writes import execute
+from agent_replay.store.models import StepRow
 
 ToolFailure = Callable[[Hook], str | None]
 """The error of a successful-looking PostToolUse (Codex reports failed commands there)."""
@@ -181,14 +181,25 @@ def post_tool(hook: Hook, error: str | None, *, interrupted: bool = False) -> No
 def _close_subagents_of(hook: Hook, parent: int) -> None:
     """A subagent whose stop was not recorded ends with the tool call that spawned it."""
     trace_id = hook.active_trace()
-    rows = execute(
-        hook.store,
-        "SELECT step_number FROM steps WHERE trace_id = ? AND parent_step = ? AND is_open = 1 "
-        "AND call_id LIKE ?",
-        [trace_id, parent, SUBAGENT_KEY + "%"],
-    ).fetchall()
+    rows = list(
+        StepRow.select(StepRow.step_number)
+        .where(
+            StepRow.trace_id == trace_id,
+            StepRow.parent_step == parent,
+            StepRow.is_open == 1,
+            _is_subagent(),
+        )
+        .tuples()
+        .execute(hook.store.db)
+    )
     for (number,) in rows:
         hook.rec.end_step(trace_id, int(number), ended_at=hook.at)
+
+
+def _is_subagent() -> Any:
+    """A step is a subagent's: its call key starts with ``SUBAGENT_KEY`` (``LIKE``, not
+    peewee's ``startswith``, which is ``ILIKE`` on PostgreSQL; the key has no wildcard)."""
+    return StepRow.call_id % f"{SUBAGENT_KEY}%"
 
 
 def subagent_step(hook: Hook, agent_id: str, agent_type: str | None) -> int:
@@ -221,36 +232,40 @@ def subagent_step(hook: Hook, agent_id: str, agent_type: str | None) -> int:
 def _spawning_step(hook: Hook, trace_id: str, agent_type: str | None) -> int | None:
     """The open Agent/Task call that spawned a subagent: the oldest not yet claimed by
     another subagent, preferring one that asked for this agent type."""
-    rows = execute(
-        hook.store,
-        "SELECT step_number, name, input FROM steps WHERE trace_id = ? AND is_open = 1 "
-        "AND step_type = 'tool_call' ORDER BY step_number",
-        [trace_id],
-    ).fetchall()
+    calls = StepRow.select(StepRow.step_number, StepRow.name, StepRow.input).order_by(
+        StepRow.step_number
+    )
+    rows = list(
+        calls.where(
+            StepRow.trace_id == trace_id, StepRow.is_open == 1, StepRow.step_type == "tool_call"
+        )
+        .tuples()
+        .execute(hook.store.db)
+    )
     spawners = [(int(n), dec(raw)) for n, name, raw in rows if name in SUBAGENT_TOOLS]
     if not spawners:  # another harness's name for it (spawn_agent, ...)
         spawners = [(int(n), dec(raw)) for n, name, raw in rows if "agent" in (name or "").lower()]
     if not spawners:
         # The call already returned: a background agent, or the session file's follower read
         # the call and its result before this event was recorded.
-        marks = ", ".join("?" * len(SUBAGENT_TOOLS))
-        rows = execute(
-            hook.store,
-            "SELECT step_number, name, input FROM steps WHERE trace_id = ? "
-            f"AND step_type = 'tool_call' AND name IN ({marks}) ORDER BY step_number",
-            [trace_id, *sorted(SUBAGENT_TOOLS)],
-        ).fetchall()
+        rows = list(
+            calls.where(
+                StepRow.trace_id == trace_id,
+                StepRow.step_type == "tool_call",
+                StepRow.name.in_(sorted(SUBAGENT_TOOLS)),
+            )
+            .tuples()
+            .execute(hook.store.db)
+        )
         spawners = [(int(n), dec(raw)) for n, _, raw in rows]
     if not spawners:
         return None
     claimed = {
-        int(r[0])
-        for r in execute(
-            hook.store,
-            "SELECT parent_step FROM steps WHERE trace_id = ? AND call_id LIKE ? "
-            "AND parent_step IS NOT NULL",
-            [trace_id, SUBAGENT_KEY + "%"],
-        ).fetchall()
+        int(parent)
+        for (parent,) in StepRow.select(StepRow.parent_step)
+        .where(StepRow.trace_id == trace_id, _is_subagent(), StepRow.parent_step.is_null(False))
+        .tuples()
+        .execute(hook.store.db)
     }
     free = [(n, data) for n, data in spawners if n not in claimed]
     for number, data in free:
