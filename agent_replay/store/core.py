@@ -55,6 +55,28 @@ def _is_sqlite(db: Any) -> bool:
     return peewee is not None and isinstance(db, peewee.SqliteDatabase)
 
 
+_PG_SQL: dict[str, str] = {}
+
+
+def execute(store: Store, sql: str, params: Sequence[Any] = ()) -> Any:
+    """Run one statement of SQL text with ``?`` placeholders on the store's driver: for the
+    modules that keep SQL text (``tests/meta/test_sql_strings.py: KEEP``), chiefly the readers
+    ``list``/``show`` run over a ``SqliteReader`` (``store.queries``). Everything else builds
+    its statements with peewee's query builder.
+
+    PostgreSQL: psycopg formats every statement, so ``?`` becomes ``%s`` and a literal ``%``
+    is doubled; the database class maps the parameters themselves (``store.db.pg_value``).
+    """
+    if store.is_sqlite:
+        return store.db.execute_sql(sql, params)
+    adapted = _PG_SQL.get(sql)
+    if adapted is None:
+        adapted = sql.replace("%", "%%").replace("?", "%s")
+        if len(_PG_SQL) < 4096:
+            _PG_SQL[sql] = adapted
+    return store.db.execute_sql(adapted, list(params))
+
+
 def mask_url(url: str) -> str:
     """``url`` with its password (if any) replaced by ``***``."""
     try:

@@ -47,7 +47,7 @@ def search(
     query = fts5_query(terms) if store.is_sqlite else tsquery(terms)
     filters = filters or TraceFilter()
     if filters.text:
-        filters = TraceFilter(**{**filters.__dict__, "text": None})
+        filters = filters.replace(text=None)
     where, params = where_sql(store, filters)
     if store.is_sqlite:
         ranked, rows = rank_sqlite(store, query, where, params, limit)
