@@ -69,11 +69,9 @@ CONVERT: dict[str, str] = {
     "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
     "agent_replay/store/db.py": "PostgreSQL schema setup (CREATE SCHEMA, search_path); decide "
     "in the Peewee conversion (issue 19)",
-    "agent_replay/store/live.py": f"hand-built live-watch reads, {_TODO}",
     "agent_replay/store/pragmas.py": "the PostgreSQL advisory write lock statement; decide in "
     "the Peewee conversion (issue 19)",
     "agent_replay/store/retention.py": f"hand-built cascading DELETEs, {_TODO}",
-    "agent_replay/store/stats.py": f"hand-built aggregates, {_TODO}",
     "agent_replay/store/transfer.py": f"hand-built push/pull reads, {_TODO}",
     "agent_replay/store/writers.py": f"hand-built writers-table SQL, {_TODO}",
     "agent_replay/store/writes.py": "the per-dialect write layer (INSERT, upserts) that Peewee's "
