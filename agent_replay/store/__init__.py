@@ -10,7 +10,11 @@ peewee's own start-up, and ``store.db`` hands peewee psycopg2 when a PostgreSQL 
 from __future__ import annotations
 
 import sys
-from typing import Any
+
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _DRIVERS = frozenset({"psycopg2", "psycopg2cffi", "psycopg", "pymysql", "MySQLdb"})
 

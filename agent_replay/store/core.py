@@ -11,11 +11,15 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from agent_replay.errors import StoreError
 from agent_replay.store.pragmas import PG_WRITE_LOCK
+
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class SqliteReader:

@@ -7,12 +7,15 @@ and readers can build the format's JSON objects without a round trip through pyd
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
 
 from agent_replay.trace.base import time_ms
 from agent_replay.trace.io import dumps, input_hash, loads
 
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pydantic stays off the read paths (list) that only need rows
+    from typing import Any
+
     from agent_replay.store.shapes import (
         AnnotationJSON,
         DecisionJSON,

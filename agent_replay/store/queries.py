@@ -20,7 +20,6 @@ written out by hand for that reason. ``tests/cli/test_fast_read.py`` checks the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
 
 from agent_replay.errors import AmbiguousIdError, NotFoundError, UsageError
 from agent_replay.store.core import Store, execute
@@ -42,8 +41,10 @@ from agent_replay.store.mapping import (
 from agent_replay.trace.base import TRACE_STATUSES
 from agent_replay.trace.io import loads
 
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the shapes are types only: no run-time import (see the docstring)
-    from typing import Literal
+    from typing import Any, Literal, TypeVar
 
     from agent_replay.store.shapes import (
         AnnotationJSON,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:  # the shapes are types only: no run-time import (see the docs
     from agent_replay.trace.models import Trace
 
     SortKey = Literal["time", "tokens", "duration", "cost"]
+    _Built = TypeVar("_Built")
 
 SORT_COLUMNS: dict[str, str] = {
     "time": "started_at_ms",
@@ -68,7 +70,6 @@ SORT_COLUMNS: dict[str, str] = {
 
 _TRACE_SELECT = ", ".join(f"t.{quote(c)}" for c in TRACE_COLUMNS)
 _STEP_SELECT = ", ".join(quote(c) for c in STEP_COLUMNS)
-_Built = TypeVar("_Built")
 _FILTER_FIELDS = ("status", "agent", "tag", "session", "since_ms", "text", "forks_of", "label")
 
 
@@ -372,7 +373,7 @@ def step_metadata_with(
     """The metadata objects of a trace's steps that hold one of ``keys`` at the top level
     (read from the column's text in SQL, so only those few are decoded): what ``show``'s
     header sums before it streams the steps."""
-    where, params = "trace_id = ?", list[Any]([trace_id])
+    where, params = "trace_id = ?", list[object]([trace_id])
     if from_step is not None:
         where += " AND step_number >= ?"
         params.append(from_step)
