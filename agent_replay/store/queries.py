@@ -11,10 +11,14 @@ without peewee, and they are the only ones: the full CLI and the TUI call the sa
 on a peewee database (one reader, not two). The statements use the SQL subset SQLite and
 PostgreSQL share, with ``?`` placeholders (``core.execute``); the two spellings that differ
 (an id-prefix range, ``NULLS``/``rowid`` ordering) are chosen by backend. What the fast path
-does not run lives elsewhere, built by peewee (``store/lookups``, ``store/stats``,
-``store/live``). Nothing on this module's import path may import peewee, pydantic or
-``dataclasses`` (which pulls ``inspect``: ~7 ms of ``list``'s start-up): the classes below are
-written out by hand for that reason. ``tests/cli/test_fast_read.py`` checks the imports.
+does not run lives elsewhere, built by peewee (``store/stats``, ``store/live``, the
+services' own reads); what is here but off the fast path shares its statements
+(``summaries``, ``count_matching``, ``step_count``).
+
+Nothing on this module's import path imports peewee, pydantic or ``typing`` (``TYPE_CHECKING``
+is spelled out), and its classes are written out rather than dataclasses (``dataclasses``
+pulls ``inspect``): each is a few ms of ``list``'s start-up. ``tests/cli/test_fast_read.py``
+checks the imports.
 """
 
 from __future__ import annotations
