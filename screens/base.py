@@ -205,7 +205,7 @@ class TraceScreen(BaseScreen):
             return
         self._post_loaded(trace)
 
-    def _post_loaded(self, trace: dict[str, Any], **partial: Any) -> None:
+    def _post_loaded(self, trace: TraceJSON, **partial: Any) -> None:
         prepared = self.prepare_trace(trace)
         if not get_current_worker().is_cancelled:
             self.post_message(self.TraceLoaded(trace, prepared, **partial))
