@@ -6,8 +6,6 @@ This module holds the version and the public library API, loaded lazily so that
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
 # name -> module that defines it; resolved on first attribute access (PEP 562).
@@ -26,7 +24,11 @@ _LAZY = {
 
 __all__ = ["__version__", *_LAZY]
 
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from agent_replay.services.ingest import ingest_trace
     from agent_replay.services.recorder import TraceRecorder
     from agent_replay.store.db import Store, ensure_database

@@ -3,9 +3,12 @@ escaping producer text, previews, and human units. No Textual, no Rich."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from agent_replay.trace.io import dumps
+
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STEP_EMOJI = {
     "thought": "💭",

@@ -23,6 +23,7 @@ from agent_replay.messages import StoreChanged
 
 if TYPE_CHECKING:
     from agent_replay.app import AgentReplayApp
+    from agent_replay.store.shapes import TraceJSON
 
 
 def agent_app(node: DOMNode) -> AgentReplayApp:
@@ -147,7 +148,7 @@ class TraceScreen(BaseScreen):
     class TraceLoaded(Message):
         """The trace arrived from the worker."""
 
-        trace: dict[str, Any]
+        trace: TraceJSON
         """The trace object (with ``steps``, ``evals`` and the resolved ``id``)."""
         prepared: Any = None
         """What ``prepare_trace`` returned for it."""
@@ -168,7 +169,7 @@ class TraceScreen(BaseScreen):
         self.trace_id = trace_id
         """The trace shown: the id (or unique prefix) given, the full id once loaded."""
 
-    def prepare_trace(self, trace: dict[str, Any]) -> Any:
+    def prepare_trace(self, trace: TraceJSON) -> Any:
         """Work on the loaded trace that should stay off the UI thread (runs in the worker)."""
         return None
 
@@ -204,7 +205,7 @@ class TraceScreen(BaseScreen):
             return
         self._post_loaded(trace)
 
-    def _post_loaded(self, trace: dict[str, Any], **partial: Any) -> None:
+    def _post_loaded(self, trace: TraceJSON, **partial: Any) -> None:
         prepared = self.prepare_trace(trace)
         if not get_current_worker().is_cancelled:
             self.post_message(self.TraceLoaded(trace, prepared, **partial))

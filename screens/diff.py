@@ -13,6 +13,7 @@ timeline of a fork (``d``), and by the fork editor once a fork is saved.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,7 @@ _MAX_PATHS = 3
 """Differing paths named in the first-divergence line."""
 
 
-def _trace_line(side: str, trace: dict[str, Any], other: dict[str, Any]) -> Content:
+def _trace_line(side: str, trace: Mapping[str, Any], other: Mapping[str, Any]) -> Content:
     agent = safe(trace.get("agent_name") or "")
     if trace.get("agent_version"):
         agent += f" {safe(trace['agent_version'])}"

@@ -12,7 +12,7 @@ excerpts, AI summaries) is escaped with ``display.safe`` and shown as plain ``Co
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,12 +63,12 @@ def cost_text(cost: float | None) -> str:
     return "$" + f"{cost:.6f}".rstrip("0").rstrip(".")
 
 
-def verdict(evaluation: dict[str, Any]) -> Content:
+def verdict(evaluation: Mapping[str, Any]) -> Content:
     """``PASS`` or ``FAIL``, coloured."""
     return Content.styled("PASS", _PASS) if evaluation["passed"] else Content.styled("FAIL", _FAIL)
 
 
-def score_text(evaluation: dict[str, Any]) -> str:
+def score_text(evaluation: Mapping[str, Any]) -> str:
     """``0.60 / 0.70`` (or just the score without a threshold)."""
     threshold = evaluation.get("threshold")
     score = f"{evaluation['score']:.2f}"
@@ -91,7 +91,7 @@ def score_bar(score: float, threshold: float | None, width: int = BAR_WIDTH) -> 
     return Content.assemble(*parts)
 
 
-def detail_content(evaluation: dict[str, Any]) -> Content:
+def detail_content(evaluation: Mapping[str, Any]) -> Content:
     """Everything about one evaluation, as lines of plain ``Content``."""
     details = evaluation.get("details") or {}
     lines: list[Content] = [
@@ -211,7 +211,7 @@ class EvalsScreen(BaseScreen):
     class EvalsLoaded(Message):
         """A page of evaluations arrived from the worker."""
 
-        evaluations: list[dict[str, Any]]
+        evaluations: Sequence[Mapping[str, Any]]
         title: Content
         after: tuple[int, Any] | None = None
         append: bool = False
@@ -243,7 +243,7 @@ class EvalsScreen(BaseScreen):
         """The step the user came from (``None``: none)."""
         self.trace_id = trace_id
         """The trace shown (the full id once loaded); ``None`` for every trace."""
-        self._evaluations: dict[str, dict[str, Any]] = {}
+        self._evaluations: dict[str, Mapping[str, Any]] = {}
         self._after: tuple[int, Any] | None = None
         self._loading = False
         self._refreshing = False
@@ -375,7 +375,7 @@ class EvalsScreen(BaseScreen):
             table.move_cursor(row=row)
             self.selected = keys[row]
 
-    def _row(self, evaluation: dict[str, Any]) -> list[Any]:
+    def _row(self, evaluation: Mapping[str, Any]) -> list[Any]:
         # Rich ``Text`` cells, as the trace list uses: DataTable sizes columns from them.
         created = evaluation.get("created_at")
         now_ms = time_ms(canonical_time(self.app.clock.now()))
@@ -500,7 +500,7 @@ def first_cited_step(details: Any) -> int | None:
     return next(_cited_steps(details), None)
 
 
-def _trace_title(trace: dict[str, Any]) -> Content:
+def _trace_title(trace: Mapping[str, Any]) -> Content:
     agent = safe(trace.get("agent_name") or "")
     return Content.assemble(
         ("Evaluations of ", _MUTED),

@@ -18,8 +18,9 @@ which shows exactly the modification.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -57,6 +58,9 @@ from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.pair_detail import field_diff_lines
 from agent_replay.widgets.step_detail import json_text
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
+
+if TYPE_CHECKING:
+    from agent_replay.store.shapes import TraceJSON
 
 _MUTED = "$text-muted"
 _JSON_ERROR = re.compile(r"not valid JSON: (?P<why>.*): line (?P<line>\d+) column (?P<column>\d+)")
@@ -170,7 +174,7 @@ class ForkEditorScreen(TraceScreen):
         """
         super().__init__(trace_id)
         self._initial_step = step
-        self._trace: dict[str, Any] | None = None
+        self._trace: TraceJSON | None = None
         self._original: Any = None
         self._drafts: dict[int, str] = {}
         self._edit: InputEdit | None = None
@@ -229,7 +233,7 @@ class ForkEditorScreen(TraceScreen):
 
     # --- loading ----------------------------------------------------------------------
 
-    def prepare_trace(self, trace: dict[str, Any]) -> list[StepChoice]:
+    def prepare_trace(self, trace: TraceJSON) -> list[StepChoice]:
         """The step list's entries, built in the worker."""
         return [
             StepChoice(int(s["step_number"]), str(s["step_type"]), safe(s.get("name") or ""))
@@ -301,7 +305,7 @@ class ForkEditorScreen(TraceScreen):
         self.validate_input()
 
     def _show_header(self, number: int | None) -> None:
-        trace = self._trace or {}
+        trace: Mapping[str, Any] = self._trace or {}
         agent = safe(trace.get("agent_name") or "")
         first = Content.assemble(
             ("Fork ", "bold"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -32,6 +32,9 @@ from agent_replay.screens.base import BaseScreen, PlainToasts, agent_app
 from agent_replay.services.guard.policy import Policy
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.policy_form import PolicyDraft, PolicyForm, PreviewStep, preview_steps
+
+if TYPE_CHECKING:
+    from agent_replay.store.shapes import StepJSON
 
 ACTION_STYLES = {
     "deny": "bold $text-error",
@@ -183,7 +186,7 @@ class PolicyFormScreen(PlainToasts, ModalScreen[PolicyDraft | None]):
         """The steps of the preview trace."""
 
         trace_id: str
-        steps: list[dict[str, Any]]
+        steps: list[StepJSON]
 
     @dataclass
     class PreviewReady(Message):
@@ -197,7 +200,7 @@ class PolicyFormScreen(PlainToasts, ModalScreen[PolicyDraft | None]):
         self.preview_trace = preview_trace
         """The trace to preview on first (default: the most recent)."""
         self._trace_id: str | None = None
-        self._steps: list[dict[str, Any]] | None = None
+        self._steps: list[StepJSON] | None = None
 
     @property
     def form(self) -> PolicyForm:

@@ -8,7 +8,8 @@ Producer text is escaped (``display.safe``) and shown as plain text, never as ma
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -31,8 +32,11 @@ from agent_replay.widgets.step_timeline import (
     step_rows,
 )
 
+if TYPE_CHECKING:
+    from agent_replay.store.shapes import StepJSON, TraceJSON
 
-def trace_header(trace: dict[str, Any], step_count: int) -> Content:
+
+def trace_header(trace: Mapping[str, Any], step_count: int) -> Content:
     """The header lines: id, agent and status; totals; the trace's error if it has one."""
     muted = "$text-muted"
     agent = safe(trace.get("agent_name") or "")
@@ -221,7 +225,7 @@ class TimelineScreen(TraceScreen):
         self._initial_step = step
         self._trace_running = False
         self._reloading = False
-        self._steps: dict[int, dict[str, Any]] = {}
+        self._steps: dict[int, StepJSON] = {}
         self._parent_id: str | None = None
         self._partial = False
         """Only the first steps are loaded so far; the whole trace is on its way."""
@@ -250,7 +254,7 @@ class TimelineScreen(TraceScreen):
         # A long trace: its first steps paint at once, the rest follows (``show_trace``).
         self.load_trace(first_steps=FIRST_STEPS, around=self._initial_step)
 
-    def prepare_trace(self, trace: dict[str, Any]) -> list[StepRow]:
+    def prepare_trace(self, trace: TraceJSON) -> list[StepRow]:
         """The timeline's rows, built in the worker."""
         return step_rows(trace["steps"], trace.get("annotations") or [])
 
@@ -310,7 +314,7 @@ class TimelineScreen(TraceScreen):
     def action_toggle_fold(self) -> None:
         self.folded = not self.folded
 
-    def _selected(self) -> dict[str, Any] | None:
+    def _selected(self) -> StepJSON | None:
         number = self.timeline.selected_step
         return None if number is None else self._steps.get(number)
 

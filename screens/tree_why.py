@@ -8,6 +8,7 @@ walk the ``why`` command prints. Producer text is escaped and shown as plain ``T
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,7 @@ class TreeWhyScreen(TraceScreen):
         """
         super().__init__(trace_id)
         self._initial_step = step
-        self._steps: list[dict[str, Any]] = []
+        self._steps: Sequence[Mapping[str, Any]] = []
         self._chain: list[Any] = []
         self.hop = 0
         """Index of the hop picked in the why panel (0: the step itself)."""
@@ -210,7 +211,7 @@ class TreeWhyScreen(TraceScreen):
         self.app.push_screen(ReplayScreen(self.trace_id, at_step=step))
 
 
-def _title(trace: dict[str, Any]) -> Text:
+def _title(trace: Mapping[str, Any]) -> Text:
     text = Text()
     text.append(trace["id"], style="bold")
     text.append("  ")

@@ -286,7 +286,7 @@ class StepDetail(VerticalScroll):
     }
     """
 
-    step: var[dict[str, Any] | None] = var(None)
+    step: var[Mapping[str, Any] | None] = var(None)
     """The step object shown (the trace format's JSON, as the store returns it)."""
     folded: var[bool] = var(True)
     """Whether long payloads are cut to their first ``FOLD_LINES`` lines."""

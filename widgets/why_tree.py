@@ -9,7 +9,7 @@ does; this module only draws it. Producer text is escaped and rendered as plain 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -21,7 +21,7 @@ from agent_replay.display import preview, safe, truncate
 from agent_replay.services.analysis import Hop, tree_order
 from agent_replay.widgets.step_timeline import STEP_ICONS
 
-Step = dict[str, Any]
+Step = Mapping[str, Any]
 
 REASONS = {
     "start": "",

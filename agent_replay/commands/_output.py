@@ -8,9 +8,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import IO, Any
 
 from agent_replay.errors import UsageError
+
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 
 def _echo(text: str) -> None:

@@ -18,7 +18,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _MAX_NUMBER = 2**53 - 1  # _common.MAX_NUMBER (the count options' bound)
 _STATUSES = ("running", "completed", "failed", "timeout", "forked")

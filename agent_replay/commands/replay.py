@@ -8,7 +8,7 @@ in any terminal, a CI log or a pipe. Ctrl-C stops it; the CLI maps that to exit 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ def command(
 
 
 def play(
-    trace: dict[str, Any],
+    trace: Mapping[str, Any],
     *,
     speed: float,
     from_step: int | None = None,

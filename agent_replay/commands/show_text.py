@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_replay.commands._output import STATUS_COLORS, Painter, step_out_of_range, use_color
 from agent_replay.display import (
@@ -26,29 +25,46 @@ from agent_replay.services.outcome import outcome_note
 from agent_replay.services.proxy.rerun import replay_mark
 from agent_replay.store.core import Store
 
+if TYPE_CHECKING:  # types only: the fast path imports no shapes (see store/shapes)
+    from agent_replay.store.shapes import AnnotationJSON, EvalJSON, StepJSON, TraceJSON
+
 PRICING_KEYS = ("cost_source", "cost_missing")
 
 
-@dataclass(frozen=True)
 class ShowOptions:
-    """The options of ``show``."""
+    """The options of ``show``. Plain classes here, not dataclasses: ``dataclasses`` imports
+    ``inspect``, ~7 ms of the fast path's start-up (issue 17)."""
 
-    steps_only: bool = False
-    evals: bool = False
-    snapshots: bool = False
-    tree: bool = False
-    from_step: int | None = None
-    to_step: int | None = None
-    as_json: bool = False
+    __slots__ = ("steps_only", "evals", "snapshots", "tree", "from_step", "to_step", "as_json")
+
+    def __init__(
+        self,
+        steps_only: bool = False,
+        evals: bool = False,
+        snapshots: bool = False,
+        tree: bool = False,
+        from_step: int | None = None,
+        to_step: int | None = None,
+        as_json: bool = False,
+    ) -> None:
+        self.steps_only = steps_only
+        self.evals = evals
+        self.snapshots = snapshots
+        self.tree = tree
+        self.from_step = from_step
+        self.to_step = to_step
+        self.as_json = as_json
 
 
-@dataclass
 class ShowPlan:
     """A resolved ``show``: the trace's own fields (no steps), ready to stream."""
 
-    trace_id: str
-    head: dict[str, Any]
-    options: ShowOptions
+    __slots__ = ("trace_id", "head", "options")
+
+    def __init__(self, trace_id: str, head: TraceJSON, options: ShowOptions) -> None:
+        self.trace_id = trace_id
+        self.head = head
+        self.options = options
 
 
 def prepare_show(store: Store, text: str, options: ShowOptions) -> ShowPlan:
@@ -78,7 +94,7 @@ def write_show(store: Store, plan: ShowPlan) -> None:
 
     o = plan.options
 
-    def steps() -> Iterator[dict[str, Any]]:
+    def steps() -> Iterator[StepJSON]:
         return iter_step_dicts(store, plan.trace_id, from_step=o.from_step, to_step=o.to_step)
 
     if o.as_json:
@@ -101,7 +117,7 @@ def write_show(store: Store, plan: ShowPlan) -> None:
     sys.stdout.flush()
 
 
-def _stream_json(head: dict[str, Any], steps: Iterator[dict[str, Any]]) -> None:
+def _stream_json(head: TraceJSON, steps: Iterator[StepJSON]) -> None:
     """Write ``head`` with ``steps`` in its ``steps`` key, byte for byte what ``emit_json``
     writes for the whole object, one step at a time."""
     from agent_replay.trace.io import dumps_bytes
@@ -123,7 +139,7 @@ def _stream_json(head: dict[str, Any], steps: Iterator[dict[str, Any]]) -> None:
         out.flush()
 
 
-def _with_steps_key(head: dict[str, Any]) -> dict[str, Any]:
+def _with_steps_key(head: TraceJSON) -> dict[str, Any]:
     """``head`` with an empty ``steps`` where ``trace_dict`` puts it (before evals)."""
     out: dict[str, Any] = {}
     for key, value in head.items():
@@ -145,14 +161,14 @@ class _Renderer:
     """Writes the human output line by line as the steps stream in (``sys.stdout`` buffers
     them on a pipe): memory stays flat however long the trace."""
 
-    def __init__(self, annotations: list[dict[str, Any]]) -> None:
+    def __init__(self, annotations: list[AnnotationJSON]) -> None:
         self.lines = _Lines()
         self.paint = Painter(use_color())
-        self.by_step: dict[int | None, list[dict[str, Any]]] = {}
+        self.by_step: dict[int | None, list[AnnotationJSON]] = {}
         for annotation in annotations:
             self.by_step.setdefault(annotation["step_number"], []).append(annotation)
 
-    def _annotation(self, a: dict[str, Any]) -> str:
+    def _annotation(self, a: AnnotationJSON) -> str:
         """``✎ good 0.9 (alice): the note`` (producer and person text escaped)."""
 
         score = f" {a['score']:g}" if a["score"] is not None else ""
@@ -160,7 +176,7 @@ class _Renderer:
         note = f": {truncate(safe(a['note']), 100)}" if a["note"] else ""
         return f"✎ {self.paint(safe(a['label']), 'magenta')}{score}{author}{note}"
 
-    def header(self, t: dict[str, Any], priced: str) -> None:
+    def header(self, t: TraceJSON, priced: str) -> None:
 
         p = self.paint
         add = self.lines.append
@@ -197,7 +213,7 @@ class _Renderer:
             add(f"{title}   {self._annotation(annotation)}")
         add("")
 
-    def _step_line(self, s: dict[str, Any], indent: str = "") -> str:
+    def _step_line(self, s: StepJSON, indent: str = "") -> str:
         p = self.paint
         icon = STEP_EMOJI.get(s["step_type"], "•")
         name = truncate(safe(s["name"] or ""), 40)
@@ -236,7 +252,7 @@ class _Renderer:
             line += f"\n       {indent}{self._annotation(annotation)}"
         return line
 
-    def timeline(self, steps: Iterable[dict[str, Any]]) -> None:
+    def timeline(self, steps: Iterable[StepJSON]) -> None:
         empty = True
         for s in steps:
             empty = False
@@ -244,7 +260,7 @@ class _Renderer:
         if empty:
             self.lines.append("(no steps)")
 
-    def tree(self, steps: list[dict[str, Any]]) -> None:
+    def tree(self, steps: list[StepJSON]) -> None:
         from agent_replay.services.analysis import tree_order
 
         if not steps:
@@ -253,7 +269,7 @@ class _Renderer:
         for depth, s in tree_order(steps):
             self.lines.append(self._step_line(s, indent="│  " * depth))
 
-    def snapshots(self, steps: Iterable[dict[str, Any]]) -> None:
+    def snapshots(self, steps: Iterable[StepJSON]) -> None:
 
         self.lines.append("")
         self.lines.append(self.paint("Snapshots", "dim"))
@@ -270,7 +286,7 @@ class _Renderer:
         if not found:
             self.lines.append("  (no snapshots)")
 
-    def evals(self, evals: list[dict[str, Any]]) -> None:
+    def evals(self, evals: list[EvalJSON]) -> None:
 
         self.lines.append("")
         self.lines.append(self.paint("Evaluations", "dim"))

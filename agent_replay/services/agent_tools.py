@@ -140,9 +140,10 @@ def get_trace(store: Store, args: GetTraceArgs, clock: Clock) -> dict[str, Any]:
     header = clip(data, args.max_field_chars)
     used = _size(header)
     kept: list[dict[str, Any]] = []
-    for step in steps:
-        if not args.snapshots:
-            step = {k: v for k, v in step.items() if k != "snapshot"}
+    for stored in steps:
+        step: dict[str, Any] = {
+            k: v for k, v in stored.items() if args.snapshots or k != "snapshot"
+        }
         step = clip(step, args.max_field_chars)
         cost = _size(step)
         if kept and used + cost > args.budget_chars:

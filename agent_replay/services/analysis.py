@@ -4,10 +4,13 @@ TUI walk exactly the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from agent_replay.errors import NotFoundError
+
+_Step = TypeVar("_Step", bound=Mapping[str, Any])  # a step object: the store's, or a file's
 
 Reason = Literal["start", "caused_by", "parent", "prior_decision"]
 
@@ -16,7 +19,7 @@ Reason = Literal["start", "caused_by", "parent", "prior_decision"]
 class Hop:
     """One link of a why-chain: the step reached and how it was reached."""
 
-    step: dict[str, Any]
+    step: Mapping[str, Any]
     reason: Reason
 
     def to_json(self) -> dict[str, Any]:
@@ -30,7 +33,7 @@ class Hop:
         }
 
 
-def why_chain(steps: list[dict[str, Any]], step_number: int) -> list[Hop]:
+def why_chain(steps: Sequence[Mapping[str, Any]], step_number: int) -> list[Hop]:
     """Walk back from a step: ``caused_by_step``, else ``parent_step``, else the nearest earlier
     decision step. Every hop goes strictly backwards, so the walk always ends.
 
@@ -62,7 +65,7 @@ def why_chain(steps: list[dict[str, Any]], step_number: int) -> list[Hop]:
         chain.append(Hop(current, reason))
 
 
-def decision_points(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def decision_points(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every step carrying a decision, as ``{step_number, name, ...decision}``."""
     return [
         {"step_number": s["step_number"], "name": s["name"], **s["decision"]}
@@ -71,14 +74,14 @@ def decision_points(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def tree_order(steps: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+def tree_order(steps: Sequence[_Step]) -> list[tuple[int, _Step]]:
     """Steps in depth-first order of the ``parent_step`` hierarchy, with their depth."""
-    children: dict[int | None, list[dict[str, Any]]] = {}
+    children: dict[int | None, list[_Step]] = {}
     numbers = {s["step_number"] for s in steps}
     for s in sorted(steps, key=lambda s: s["step_number"]):
         parent = s.get("parent_step") if s.get("parent_step") in numbers else None
         children.setdefault(parent, []).append(s)
-    out: list[tuple[int, dict[str, Any]]] = []
+    out: list[tuple[int, _Step]] = []
     stack = [(0, s) for s in reversed(children.get(None, []))]
     while stack:
         depth, s = stack.pop()

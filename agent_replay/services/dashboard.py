@@ -174,7 +174,7 @@ class GuardStats:
     """Guard checks and blocks over the window, and the policies configured (whole store).
 
     A block is a ``guard_check`` step with an error, or whose output or metadata says
-    ``deny``/``block`` (``agent_replay.store.stats.GUARD_BLOCK_SQL`` has the exact rule).
+    ``deny``/``block`` (``agent_replay.store.stats.guard_blocked`` has the exact rule).
     """
 
     checks: int = 0

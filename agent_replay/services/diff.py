@@ -35,7 +35,7 @@ Cost
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -210,8 +210,8 @@ class Totals:
 class TraceDiff:
     """Everything ``diff A B`` reports. ``a`` and ``b`` are the trace objects (with steps)."""
 
-    a: dict[str, Any]
-    b: dict[str, Any]
+    a: Mapping[str, Any]
+    b: Mapping[str, Any]
     pairs: list[StepPair]
     trace_differences: list[FieldDiff]
     """Differences of the traces themselves (``TRACE_FIELDS``): input, output, status, error."""
@@ -311,7 +311,7 @@ _TRACE_REF_FIELDS = (
 )
 
 
-def _trace_ref(trace: dict[str, Any]) -> dict[str, Any]:
+def _trace_ref(trace: Mapping[str, Any]) -> dict[str, Any]:
     ref = {k: trace.get(k) for k in _TRACE_REF_FIELDS}
     ref["step_count"] = len(trace.get("steps") or [])
     return ref
@@ -333,7 +333,9 @@ def diff_stored(store: Store, a_id: str, b_id: str, *, fork_scope: bool = True) 
     return diff_traces(a, b, fork_scope=fork_scope)
 
 
-def diff_traces(a: dict[str, Any], b: dict[str, Any], *, fork_scope: bool = True) -> TraceDiff:
+def diff_traces(
+    a: Mapping[str, Any], b: Mapping[str, Any], *, fork_scope: bool = True
+) -> TraceDiff:
     """Align the steps of two trace objects and report what differs (see the module doc).
 
     Args:
@@ -413,7 +415,7 @@ def diff_traces(a: dict[str, Any], b: dict[str, Any], *, fork_scope: bool = True
     )
 
 
-def _fork_extent(fork: dict[str, Any]) -> int:
+def _fork_extent(fork: Mapping[str, Any]) -> int:
     numbers = [int(s["step_number"]) for s in fork.get("steps") or []]
     return max([int(fork.get("forked_from_step") or 0), *numbers])
 
@@ -499,7 +501,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def step_costs(trace: dict[str, Any]) -> tuple[list[float | None], bool]:
+def step_costs(trace: Mapping[str, Any]) -> tuple[list[float | None], bool]:
     """Each step's cost in USD, in step order, and whether any is an estimate.
 
     A step's ``metadata.cost_usd`` when recorded; otherwise the share, by tokens, of the trace's

@@ -40,6 +40,7 @@ know what its step N would produce). Must not import Textual or Rich.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -179,7 +180,7 @@ def apply_edit(original: Any, edit: InputEdit | None) -> Any:
 # --- building and writing ---------------------------------------------------------------------
 
 
-def fork_point_input(trace: dict[str, Any], from_step: int) -> Any:
+def fork_point_input(trace: Mapping[str, Any], from_step: int) -> Any:
     """The input a step edit at ``from_step`` starts from: that step's input (what the fork
     editor pre-fills).
 
@@ -191,7 +192,7 @@ def fork_point_input(trace: dict[str, Any], from_step: int) -> Any:
     return step.get("input")
 
 
-def check_fork_step(trace: dict[str, Any], from_step: int) -> None:
+def check_fork_step(trace: Mapping[str, Any], from_step: int) -> None:
     """Reject a fork step the trace doesn't have.
 
     Raises:
@@ -210,7 +211,7 @@ def check_fork_step(trace: dict[str, Any], from_step: int) -> None:
 
 
 def planned_edits(
-    trace: dict[str, Any],
+    trace: Mapping[str, Any],
     from_step: int,
     step_edit: InputEdit | None,
     trace_edit: InputEdit | None,
@@ -235,7 +236,7 @@ def planned_edits(
 
 
 def build_fork(
-    parent: dict[str, Any],
+    parent: Mapping[str, Any],
     from_step: int,
     edit: InputEdit | None = None,
     *,

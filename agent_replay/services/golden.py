@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -120,7 +120,7 @@ class Fingerprint:
 
 
 def fingerprint(
-    trace: dict[str, Any], steps: Sequence[dict[str, Any]] | None = None
+    trace: Mapping[str, Any], steps: Sequence[Mapping[str, Any]] | None = None
 ) -> Fingerprint:
     """The fingerprint of a trace object (``steps`` default to ``trace["steps"]``)."""
     steps = list(trace.get("steps") or []) if steps is None else list(steps)

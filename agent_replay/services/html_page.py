@@ -12,6 +12,7 @@ No Textual, no Rich.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agent_replay.display import STEP_EMOJI, fmt_cost, fmt_int, fmt_ms, fmt_time
@@ -34,7 +35,7 @@ def _one_line(value: Any) -> str:
     return " ".join(text.split())
 
 
-def render_page(trace: dict[str, Any]) -> str:
+def render_page(trace: Mapping[str, Any]) -> str:
     """The page of a full trace object (``store.queries.trace_json``), as HTML text."""
     import jinja2  # deferred: only `export --format html` renders pages
 

@@ -14,6 +14,7 @@ Must not import Textual or Rich.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 OUTCOME_KEY = "outcome"
@@ -98,12 +99,12 @@ def is_not_rerun_metadata(metadata: Any) -> bool:
     return isinstance(mark, dict) and mark.get("state") == NOT_RERUN
 
 
-def is_not_rerun(step: dict[str, Any] | None) -> bool:
+def is_not_rerun(step: Mapping[str, Any] | None) -> bool:
     """Whether a step (format object) is a fork step whose outcome was never observed."""
     return step is not None and is_not_rerun_metadata(step.get("metadata"))
 
 
-def outcome_note(step: dict[str, Any] | None) -> str:
+def outcome_note(step: Mapping[str, Any] | None) -> str:
     """``not re-run (output, error cleared)`` for a marked step, ``""`` otherwise."""
     if not is_not_rerun(step):
         return ""

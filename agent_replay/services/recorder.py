@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import NotFoundError, TraceFormatError, UsageError
@@ -41,6 +41,7 @@ from agent_replay.store.mapping import (
     step_dict,
     step_row,
 )
+from agent_replay.store.shapes import AnnotationJSON
 from agent_replay.store.writes import (
     execute,
     insert_many,
@@ -201,8 +202,9 @@ class TraceRecorder:
         if row is None:
             raise NotFoundError(f"trace {trace_id} has no step {number}")
         step_id = row[0]
+        # A plain dict: the recorder edits the stored step before validating it again.
         if not children:
-            return step_dict(tuple(row))
+            return cast("dict[str, Any]", step_dict(tuple(row)))
         decision = execute(
             self.db,
             f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions WHERE step_id = ?",
@@ -213,11 +215,12 @@ class TraceRecorder:
             f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM snapshots WHERE step_id = ?",
             [step_id],
         ).fetchone()
-        return step_dict(
+        step = step_dict(
             tuple(row),
             decision_dict(tuple(decision)) if decision else None,
             snapshot_dict(tuple(snapshot)) if snapshot else None,
         )
+        return cast("dict[str, Any]", step)
 
     def _insert_step(
         self, trace_id: str, step: Step, *, call_id: str | None, is_open: bool
@@ -661,7 +664,7 @@ class TraceRecorder:
         note: str | None = None,
         score: float | None = None,
         author: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> AnnotationJSON:
         """Add a person's annotation to a trace (or to one of its steps).
 
         The annotation passes through the format's ``Annotation`` model (strictly: it comes

@@ -28,7 +28,7 @@ Cost
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -223,7 +223,7 @@ class Replay:
         self._accumulate(total_cost_usd, started_at)
 
     @classmethod
-    def from_trace(cls, trace: dict[str, Any]) -> Replay:
+    def from_trace(cls, trace: Mapping[str, Any]) -> Replay:
         """A replay of a full trace object (``trace_json``)."""
         return cls(
             trace.get("steps") or [],

@@ -11,11 +11,15 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from agent_replay.errors import StoreError
 from agent_replay.store.pragmas import PG_WRITE_LOCK
+
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class SqliteReader:
@@ -53,6 +57,28 @@ def _is_sqlite(db: Any) -> bool:
         return True
     peewee = sys.modules.get("peewee")  # a peewee database means peewee is imported
     return peewee is not None and isinstance(db, peewee.SqliteDatabase)
+
+
+_PG_SQL: dict[str, str] = {}
+
+
+def execute(store: Store, sql: str, params: Sequence[Any] = ()) -> Any:
+    """Run one statement of SQL text with ``?`` placeholders on the store's driver: for the
+    modules that keep SQL text (``tests/meta/test_sql_strings.py: KEEP``), chiefly the readers
+    ``list``/``show`` run over a ``SqliteReader`` (``store.queries``). Everything else builds
+    its statements with peewee's query builder.
+
+    PostgreSQL: psycopg formats every statement, so ``?`` becomes ``%s`` and a literal ``%``
+    is doubled; the database class maps the parameters themselves (``store.db.pg_value``).
+    """
+    if store.is_sqlite:
+        return store.db.execute_sql(sql, params)
+    adapted = _PG_SQL.get(sql)
+    if adapted is None:
+        adapted = sql.replace("%", "%%").replace("?", "%s")
+        if len(_PG_SQL) < 4096:
+            _PG_SQL[sql] = adapted
+    return store.db.execute_sql(adapted, list(params))
 
 
 def mask_url(url: str) -> str:

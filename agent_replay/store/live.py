@@ -30,11 +30,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from peewee import SqliteDatabase
+from peewee import SQL, Case, ColumnBase, Expression, Node, NodeList, Select, SqliteDatabase, fn
 
 from agent_replay.store.db import Store
-from agent_replay.store.stats import GUARD_BLOCK_SQL
-from agent_replay.store.writes import execute
+from agent_replay.store.models import DecisionRow, SnapshotRow, StepRow, TraceRow
+from agent_replay.store.stats import guard_blocked
 from agent_replay.trace.base import time_ms
 
 RUNNING_LIMIT = 50
@@ -45,34 +45,60 @@ PREVIEW_CHARS = 500
 """How much of an error or a guard check's output a live step carries (for the note line)."""
 _CHUNK = 500  # bound on the number of parameters in one IN (...) list
 
-_STEP_SELECT = (
-    "SELECT s.{row}, s.trace_id, s.step_number, s.step_type, s.name, "
-    f"substr(s.error, 1, {PREVIEW_CHARS}), {GUARD_BLOCK_SQL}, "
-    f"CASE WHEN s.step_type = 'guard_check' THEN substr(s.output, 1, {PREVIEW_CHARS}) END, "
-    "s.started_at, s.ended_at, s.duration_ms, s.tokens_used, s.is_open, "
-    "EXISTS (SELECT 1 FROM decisions d WHERE d.step_id = s.id), "
-    "EXISTS (SELECT 1 FROM snapshots n WHERE n.step_id = s.id) "
-    "FROM steps s"
+
+def _arrival(store: Store) -> SQL:
+    """The arrival-order column: SQLite's rowid, PostgreSQL's ``seq`` (migration 0007). Not in
+    the models (``models.BACKEND_COLUMNS``), so named as a column of the query's one table."""
+    return SQL("rowid") if store.is_sqlite else SQL("seq")
+
+
+def _unindexed(store: Store, column: ColumnBase) -> ColumnBase:
+    """SQLite's unary ``+`` on ``column``: a planner hint that keeps SQLite off an index for
+    it (a rowid range seek beats scanning whole traces); PostgreSQL needs no hint and has no
+    unary plus on text. The one backend branch here: a hint, not a different query."""
+    return NodeList((SQL("+"), column), glue="") if store.is_sqlite else column
+
+
+def _step_columns(store: Store) -> list[Node]:
+    """What ``LiveStep.from_row`` reads, in its order."""
+    is_guard = StepRow.step_type == "guard_check"
+    return [
+        _arrival(store),
+        StepRow.trace_id,
+        StepRow.step_number,
+        StepRow.step_type,
+        StepRow.name,
+        fn.substr(StepRow.error, 1, PREVIEW_CHARS),
+        guard_blocked(),
+        Case(None, [(is_guard, fn.substr(StepRow.output, 1, PREVIEW_CHARS))]),
+        StepRow.started_at,
+        StepRow.ended_at,
+        StepRow.duration_ms,
+        StepRow.tokens_used,
+        StepRow.is_open,
+        fn.EXISTS(DecisionRow.select(SQL("1")).where(DecisionRow.step_id == StepRow.id)),
+        fn.EXISTS(SnapshotRow.select(SQL("1")).where(SnapshotRow.step_id == StepRow.id)),
+    ]
+
+
+def _live_steps(store: Store, where: Expression, *, ordered: Node | None = None) -> list[LiveStep]:
+    query = StepRow.select(*_step_columns(store)).where(where)
+    if ordered is not None:
+        query = query.order_by(ordered)
+    return [LiveStep.from_row(row) for row in query.tuples().execute(store.db)]
+
+
+_TRACE_COLUMNS = (
+    TraceRow.id,
+    TraceRow.agent_name,
+    TraceRow.status,
+    TraceRow.session_id,
+    TraceRow.started_at,
+    TraceRow.ended_at,
+    TraceRow.step_count,
+    TraceRow.total_tokens,
+    TraceRow.error,
 )
-_TRACE_SELECT = (
-    "SELECT t.id, t.agent_name, t.status, t.session_id, t.started_at, t.ended_at, "
-    "t.step_count, t.total_tokens, t.error FROM traces t"
-)
-
-
-def _row(store: Store) -> str:
-    """The arrival-order column: SQLite's rowid, PostgreSQL's ``seq`` (migration 0007)."""
-    return "rowid" if store.is_sqlite else "seq"
-
-
-def _steps(store: Store) -> str:
-    return _STEP_SELECT.format(row=_row(store))
-
-
-def _unindexed(store: Store) -> str:
-    """SQLite's unary ``+`` (keep the planner off an index for this column); PostgreSQL has
-    no such hint and no unary plus on text."""
-    return "+" if store.is_sqlite else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +133,7 @@ class LiveStep:
     error: str | None
     """The step's error, cut to ``PREVIEW_CHARS``."""
     blocked: bool
-    """A guard check that blocked its action (``stats.GUARD_BLOCK_SQL``)."""
+    """A guard check that blocked its action (``stats.guard_blocked``)."""
     guard_output: str | None
     """A guard check's output (JSON text), cut to ``PREVIEW_CHARS``."""
     started_at: str | None
@@ -262,16 +288,16 @@ def data_version(store: Store) -> int | None:
     """
     if not isinstance(store.db, SqliteDatabase):
         return None
-    return int(store.db.execute_sql("PRAGMA data_version").fetchone()[0])
+    return int(store.db.pragma("data_version"))
 
 
 def max_rowids(store: Store) -> LiveCursor:
     """The highest rowid of steps, decisions and snapshots (each a seek to the B-tree's end)."""
-    row = execute(
-        store,
-        "SELECT (SELECT MAX({r}) FROM steps), (SELECT MAX({r}) FROM decisions), "
-        "(SELECT MAX({r}) FROM snapshots)".format(r=_row(store)),
-    ).fetchone()
+    arrival = _arrival(store)
+    query = Select(
+        columns=[model.select(fn.MAX(arrival)) for model in (StepRow, DecisionRow, SnapshotRow)]
+    )
+    row = store.db.execute(query).fetchone()
     return LiveCursor(int(row[0] or 0), int(row[1] or 0), int(row[2] or 0))
 
 
@@ -288,31 +314,26 @@ def watched_traces(
     range), then ordered by their end, so the query stays a ``LIMIT`` on a large store.
     """
     filters = filters or LiveFilter()
-    where: list[str] = []
-    params: list[Any] = []
+    only: list[Expression] = []
     if filters.session is not None:
-        where.append("t.session_id = ?")
-        params.append(filters.session)
+        only.append(TraceRow.session_id == filters.session)
     if filters.agent is not None:
-        where.append("t.agent_name = ?")
-        params.append(filters.agent)
-    extra = "".join(f" AND {clause}" for clause in where)
-    order = " ORDER BY t.started_at_ms DESC, t.id DESC LIMIT ?"
-    running = execute(
-        store,
-        f"{_TRACE_SELECT} WHERE t.status = 'running'{extra}{order}",
-        [*params, running_limit],
-    ).fetchall()
-    finished = execute(
-        store,
-        f"{_TRACE_SELECT} WHERE t.status <> 'running'{extra}{order}",
-        [*params, finished_limit],
-    ).fetchall()
-    heads = [_head(row) for row in running]
-    done = [_head(row) for row in finished]
+        only.append(TraceRow.agent_name == filters.agent)
+
+    def heads(status: Expression, limit: int) -> list[TraceHead]:
+        query = (
+            TraceRow.select(*_TRACE_COLUMNS)
+            .where(status, *only)
+            .order_by(TraceRow.started_at_ms.desc(), TraceRow.id.desc())
+            .limit(limit)
+        )
+        return [_head(row) for row in query.tuples().execute(store.db)]
+
+    running = heads(TraceRow.status == "running", running_limit)
+    done = heads(TraceRow.status != "running", finished_limit)
     # Latest end first; a trace without an end (imported that way) goes by its start.
     done.sort(key=lambda h: latest_ms(h.started_at, h.ended_at) or 0, reverse=True)
-    return heads + done
+    return running + done
 
 
 def steps_after(store: Store, after: int, upto: int, trace_ids: Sequence[str]) -> list[LiveStep]:
@@ -320,16 +341,12 @@ def steps_after(store: Store, after: int, upto: int, trace_ids: Sequence[str]) -
     out: list[LiveStep] = []
     if upto <= after:
         return out
+    arrival = _arrival(store)
     for chunk in _chunks(list(dict.fromkeys(trace_ids))):
-        marks = ", ".join("?" * len(chunk))
-        r, plus = _row(store), _unindexed(store)
-        rows = execute(
-            store,
-            f"{_steps(store)} WHERE s.{r} > ? AND s.{r} <= ? AND {plus}s.trace_id IN ({marks}) "
-            f"ORDER BY s.{r}",
-            [after, upto, *chunk],
-        ).fetchall()
-        out.extend(LiveStep.from_row(row) for row in rows)
+        in_range = (arrival > after) & (arrival <= upto)
+        out += _live_steps(
+            store, in_range & _unindexed(store, StepRow.trace_id).in_(chunk), ordered=arrival
+        )
     if len(trace_ids) > _CHUNK:  # several chunks: merge them back into arrival order
         out.sort(key=lambda step: step.rowid)
     return out
@@ -339,20 +356,13 @@ def steps_by_rowid(store: Store, rowids: Sequence[int]) -> list[LiveStep]:
     """These steps as they are now (rowids that no longer exist are left out)."""
     out: list[LiveStep] = []
     for chunk in _chunks(list(rowids)):
-        marks = ", ".join("?" * len(chunk))
-        rows = execute(
-            store, f"{_steps(store)} WHERE s.{_row(store)} IN ({marks})", chunk
-        ).fetchall()
-        out.extend(LiveStep.from_row(row) for row in rows)
+        out += _live_steps(store, _arrival(store).in_(chunk))
     return out
 
 
 def trace_live_steps(store: Store, trace_id: str) -> list[LiveStep]:
     """Every step of a trace, in step order (the one full read, when a trace is selected)."""
-    rows = execute(
-        store, f"{_steps(store)} WHERE s.trace_id = ? ORDER BY s.step_number", [trace_id]
-    ).fetchall()
-    return [LiveStep.from_row(row) for row in rows]
+    return _live_steps(store, StepRow.trace_id == trace_id, ordered=StepRow.step_number)
 
 
 def touched_steps(
@@ -360,40 +370,54 @@ def touched_steps(
 ) -> list[LiveStep]:
     """Steps of a trace that got a decision or a snapshot between the two cursors."""
     ids: list[str] = []
-    for table, low, high in (
-        ("decisions", after.decisions, upto.decisions),
-        ("snapshots", after.snapshots, upto.snapshots),
+    arrival = _arrival(store)
+    for model, low, high in (
+        (DecisionRow, after.decisions, upto.decisions),
+        (SnapshotRow, after.snapshots, upto.snapshots),
     ):
         if high > low:
-            r, plus = _row(store), _unindexed(store)
-            rows = execute(
-                store,
-                f"SELECT step_id FROM {table} WHERE {r} > ? AND {r} <= ? AND {plus}trace_id = ?",
-                [low, high, trace_id],
-            ).fetchall()
-            ids.extend(row[0] for row in rows)
+            query = model.select(model.step_id).where(
+                (arrival > low)
+                & (arrival <= high)
+                & (_unindexed(store, model.trace_id) == trace_id)
+            )
+            ids += [row[0] for row in query.tuples().execute(store.db)]
     out: list[LiveStep] = []
     for chunk in _chunks(list(dict.fromkeys(ids))):
-        marks = ", ".join("?" * len(chunk))
-        rows = execute(store, f"{_steps(store)} WHERE s.id IN ({marks})", chunk).fetchall()
-        out.extend(LiveStep.from_row(row) for row in rows)
+        out += _live_steps(store, StepRow.id.in_(chunk))
     return out
 
 
 def trace_baseline(store: Store, trace_id: str) -> Baseline:
     """A trace's steps, tokens, errors, blocks, last activity and open steps, read once."""
-    row = execute(
-        store,
-        "SELECT COUNT(*), COALESCE(SUM(tokens_used), 0), COUNT(tokens_used), "
-        "COALESCE(SUM(CASE WHEN blocked = 0 AND (step_type = 'error' OR error IS NOT NULL) "
-        "THEN 1 ELSE 0 END), 0), COALESCE(SUM(blocked), 0), MAX(started_at_ms), MAX(ended_at) "
-        f"FROM (SELECT s.tokens_used, s.step_type, s.error, s.started_at_ms, s.ended_at, "
-        f"{GUARD_BLOCK_SQL} AS blocked FROM steps s WHERE s.trace_id = ?) AS x",
-        [trace_id],
-    ).fetchone()
-    open_rows = execute(
-        store, f"{_steps(store)} WHERE s.trace_id = ? AND s.is_open = 1", [trace_id]
-    ).fetchall()
+    steps = (
+        StepRow.select(
+            StepRow.tokens_used,
+            StepRow.step_type,
+            StepRow.error,
+            StepRow.started_at_ms,
+            StepRow.ended_at,
+            guard_blocked().alias("blocked"),
+        )
+        .where(StepRow.trace_id == trace_id)
+        .alias("x")
+    )
+    c = steps.c
+    failed = (c.blocked == 0) & ((c.step_type == "error") | c.error.is_null(False))
+    query = Select(
+        from_list=[steps],
+        columns=[
+            fn.COUNT(SQL("*")),
+            fn.COALESCE(fn.SUM(c.tokens_used), 0),
+            fn.COUNT(c.tokens_used),
+            fn.COALESCE(fn.SUM(Case(None, [(failed, 1)], 0)), 0),
+            fn.COALESCE(fn.SUM(c.blocked), 0),
+            fn.MAX(c.started_at_ms),
+            fn.MAX(c.ended_at),
+        ],
+    )
+    row = store.db.execute(query).fetchone()
+    open_steps = _live_steps(store, (StepRow.trace_id == trace_id) & (StepRow.is_open == 1))
     ended_ms = time_ms(row[6]) if row[6] else None
     last = max((ms for ms in (row[5], ended_ms) if ms is not None), default=None)
     return Baseline(
@@ -403,7 +427,7 @@ def trace_baseline(store: Store, trace_id: str) -> Baseline:
         errors=int(row[3]),
         blocks=int(row[4]),
         last_activity_ms=None if last is None else int(last),
-        open_steps=[LiveStep.from_row(r) for r in open_rows],
+        open_steps=open_steps,
     )
 
 

@@ -7,13 +7,23 @@ and readers can build the format's JSON objects without a round trip through pyd
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from agent_replay.trace.base import time_ms
 from agent_replay.trace.io import dumps, input_hash, loads
 
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # pydantic stays off the read paths (list) that only need rows
+    from typing import Any
+
+    from agent_replay.store.shapes import (
+        AnnotationJSON,
+        DecisionJSON,
+        EvalJSON,
+        SnapshotJSON,
+        StepJSON,
+        TraceJSON,
+    )
     from agent_replay.trace.models import Annotation, Step, Trace
 
 TRACE_COLUMNS = (
@@ -128,17 +138,32 @@ def dec_meta(text: str | None) -> dict[str, Any]:
     return value
 
 
-@dataclass
 class TraceRows:
-    """Every row one trace writes, ready for ``executemany``."""
+    """Every row one trace writes, ready for ``executemany``.
 
-    trace: tuple[Any, ...]
-    steps: list[tuple[Any, ...]] = field(default_factory=list)
-    decisions: list[tuple[Any, ...]] = field(default_factory=list)
-    snapshots: list[tuple[Any, ...]] = field(default_factory=list)
-    evals: list[tuple[Any, ...]] = field(default_factory=list)
-    tags: list[tuple[Any, ...]] = field(default_factory=list)
-    annotations: list[tuple[Any, ...]] = field(default_factory=list)
+    A plain class, not a dataclass: ``list``'s fast path imports this module (for the read
+    builders below) and ``dataclasses`` imports ``inspect``, ~7 ms of its start-up (issue 17).
+    """
+
+    __slots__ = ("trace", "steps", "decisions", "snapshots", "evals", "tags", "annotations")
+
+    def __init__(
+        self,
+        trace: tuple[Any, ...],
+        steps: list[tuple[Any, ...]] | None = None,
+        decisions: list[tuple[Any, ...]] | None = None,
+        snapshots: list[tuple[Any, ...]] | None = None,
+        evals: list[tuple[Any, ...]] | None = None,
+        tags: list[tuple[Any, ...]] | None = None,
+        annotations: list[tuple[Any, ...]] | None = None,
+    ) -> None:
+        self.trace = trace
+        self.steps = steps if steps is not None else []
+        self.decisions = decisions if decisions is not None else []
+        self.snapshots = snapshots if snapshots is not None else []
+        self.evals = evals if evals is not None else []
+        self.tags = tags if tags is not None else []
+        self.annotations = annotations if annotations is not None else []
 
 
 def producer_id(metadata: dict[str, Any]) -> str | None:
@@ -256,7 +281,7 @@ def annotation_row(annotation: Annotation, annotation_id: str, trace_id: str) ->
 # --- reading: rows -> the format's JSON objects (keys in model field order) -------------------
 
 
-def decision_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+def decision_dict(row: tuple[Any, ...]) -> DecisionJSON:
     """A ``decisions`` row (``DECISION_COLUMNS`` order) as the format's decision object."""
     return {
         "options": loads(row[2]),
@@ -267,15 +292,15 @@ def decision_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-def snapshot_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+def snapshot_dict(row: tuple[Any, ...]) -> SnapshotJSON:
     return {"context_window": dec(row[2]), "environment": dec(row[3]), "tool_state": dec(row[4])}
 
 
 def step_dict(
     row: tuple[Any, ...],
-    decision: dict[str, Any] | None = None,
-    snapshot: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    decision: DecisionJSON | None = None,
+    snapshot: SnapshotJSON | None = None,
+) -> StepJSON:
     """A ``steps`` row (``STEP_COLUMNS`` order) as the format's step object."""
     return {
         "id": row[0],
@@ -298,7 +323,7 @@ def step_dict(
     }
 
 
-def eval_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+def eval_dict(row: tuple[Any, ...]) -> EvalJSON:
     return {
         "id": row[0],
         "evaluator": row[2],
@@ -312,7 +337,7 @@ def eval_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-def annotation_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+def annotation_dict(row: tuple[Any, ...]) -> AnnotationJSON:
     """An ``annotations`` row (``ANNOTATION_COLUMNS`` order) as the format's annotation object."""
     return {
         "id": row[0],
@@ -328,15 +353,15 @@ def annotation_dict(row: tuple[Any, ...]) -> dict[str, Any]:
 def trace_dict(
     row: tuple[Any, ...],
     tags: list[str],
-    steps: list[dict[str, Any]] | None,
-    evals: list[dict[str, Any]] | None,
-    annotations: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    steps: list[StepJSON] | None,
+    evals: list[EvalJSON] | None,
+    annotations: list[AnnotationJSON] | None = None,
+) -> TraceJSON:
     """A ``traces`` row (``TRACE_COLUMNS`` order) as the format's trace object.
 
     ``steps``/``evals``/``annotations`` of ``None`` leave those keys out (``list --json``).
     """
-    out: dict[str, Any] = {
+    out: TraceJSON = {
         "id": row[0],
         "agent_name": row[1],
         "agent_version": row[2],

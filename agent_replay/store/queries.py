@@ -1,14 +1,32 @@
-"""Named read queries. They return domain objects (``Trace``, ``TraceSummary``, the format's
-JSON objects), never peewee rows, and page with keysets, never ``OFFSET``."""
+"""The trace list and a trace's detail: the named reads ``list`` and ``show`` run, for the
+CLI, the TUI and the library alike (``get_trace``). They return the format's JSON objects
+(typed: ``store/shapes``) and ``TraceSummary`` rows, never peewee rows, and page with keysets,
+never ``OFFSET``.
+
+Why SQL text here, when the rest of the store uses peewee's query builder (issue 19): ``list``
+and ``show`` on a local store are answered by ``commands/fast_read`` over a stdlib ``sqlite3``
+connection (``core.SqliteReader``), because importing peewee costs ~100 ms, more than the
+whole of ``list`` (issue 17: ``list`` within 2x a stdlib reader). So these readers must run
+without peewee, and they are the only ones: the full CLI and the TUI call the same functions
+on a peewee database (one reader, not two). The statements use the SQL subset SQLite and
+PostgreSQL share, with ``?`` placeholders (``core.execute``); the two spellings that differ
+(an id-prefix range, ``NULLS``/``rowid`` ordering) are chosen by backend. What the fast path
+does not run lives elsewhere, built by peewee (``store/stats``, ``store/live``, the
+services' own reads); what is here but off the fast path shares its statements
+(``summaries``, ``count_matching``, ``step_count``).
+
+Nothing on this module's import path imports peewee, pydantic or ``typing`` (``TYPE_CHECKING``
+is spelled out), and its classes are written out rather than dataclasses (``dataclasses``
+pulls ``inspect``): each is a few ms of ``list``'s start-up. ``tests/cli/test_fast_read.py``
+checks the imports.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from agent_replay.errors import AmbiguousIdError, NotFoundError, UsageError
-from agent_replay.store.core import Store
+from agent_replay.store.core import Store, execute
 from agent_replay.store.mapping import (
     ANNOTATION_COLUMNS,
     DECISION_COLUMNS,
@@ -24,11 +42,29 @@ from agent_replay.store.mapping import (
     step_dict,
     trace_dict,
 )
-from agent_replay.store.writes import execute
 from agent_replay.trace.base import TRACE_STATUSES
 from agent_replay.trace.io import loads
 
-SortKey = Literal["time", "tokens", "duration", "cost"]
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the shapes are types only: no run-time import (see the docstring)
+    from typing import Any, Literal, TypeVar
+
+    from agent_replay.store.shapes import (
+        AnnotationJSON,
+        DecisionJSON,
+        EvalJSON,
+        SnapshotJSON,
+        StepJSON,
+        TraceFields,
+        TraceJSON,
+        TraceListJSON,
+    )
+    from agent_replay.trace.models import Trace
+
+    SortKey = Literal["time", "tokens", "duration", "cost"]
+    _Built = TypeVar("_Built")
+
 SORT_COLUMNS: dict[str, str] = {
     "time": "started_at_ms",
     "tokens": "total_tokens",
@@ -38,58 +74,145 @@ SORT_COLUMNS: dict[str, str] = {
 
 _TRACE_SELECT = ", ".join(f"t.{quote(c)}" for c in TRACE_COLUMNS)
 _STEP_SELECT = ", ".join(quote(c) for c in STEP_COLUMNS)
+_FILTER_FIELDS = ("status", "agent", "tag", "session", "since_ms", "text", "forks_of", "label")
 
 
-@dataclass(frozen=True)
 class TraceFilter:
-    """What ``list``, ``export`` and the trace list screen filter on. ``None`` means any."""
+    """What ``list``, ``export`` and the trace list screen filter on. ``None`` means any.
 
-    status: str | None = None
-    agent: str | None = None
-    tag: str | None = None
-    session: str | None = None
-    since_ms: int | None = None
-    text: str | None = None
-    """Free text: words (prefixes) searched in the trace's and its steps' names, inputs,
-    outputs, errors and session id, or a trace id prefix (``store/search``)."""
-    forks_of: str | None = None
-    label: str | None = None
-    """Only traces annotated with this label (on the run or on one of its steps)."""
+    Immutable, compared and hashed by value (what a frozen dataclass would give, written out:
+    see the module docstring).
 
-    def __post_init__(self) -> None:
-        if self.status is not None and self.status not in TRACE_STATUSES:
+    Attributes:
+        status: one of the trace statuses.
+        agent: the ``agent_name``, exactly.
+        tag: a tag the trace carries.
+        session: the ``session_id``, exactly.
+        since_ms: traces started at or after this instant (epoch milliseconds).
+        text: free text: words (prefixes) searched in the trace's and its steps' names,
+            inputs, outputs, errors and session id, or a trace id prefix (``store/search``).
+        forks_of: forks of this trace id.
+        label: only traces annotated with this label (on the run or on one of its steps).
+
+    Raises:
+        UsageError: an unknown status.
+    """
+
+    __slots__ = _FILTER_FIELDS
+    status: str | None
+    agent: str | None
+    tag: str | None
+    session: str | None
+    since_ms: int | None
+    text: str | None
+    forks_of: str | None
+    label: str | None
+
+    def __init__(
+        self,
+        status: str | None = None,
+        agent: str | None = None,
+        tag: str | None = None,
+        session: str | None = None,
+        since_ms: int | None = None,
+        text: str | None = None,
+        forks_of: str | None = None,
+        label: str | None = None,
+    ) -> None:
+        if status is not None and status not in TRACE_STATUSES:
             raise UsageError(
-                f"unknown status {self.status!r}; expected one of {', '.join(TRACE_STATUSES)}"
+                f"unknown status {status!r}; expected one of {', '.join(TRACE_STATUSES)}"
             )
+        values = (status, agent, tag, session, since_ms, text, forks_of, label)
+        for name, value in zip(_FILTER_FIELDS, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _FILTER_FIELDS)
+
+    def replace(self, **changes: Any) -> TraceFilter:
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return TraceFilter(**{**dict(zip(_FILTER_FIELDS, self._values(), strict=True)), **changes})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"TraceFilter is immutable: cannot set {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TraceFilter):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{n}={v!r}" for n, v in zip(_FILTER_FIELDS, self._values(), strict=True)
+        )
+        return f"TraceFilter({fields})"
 
 
-@dataclass
 class TraceSummary:
-    """One row of the trace list: the trace's own fields without its steps."""
+    """One row of the trace list: the trace's own fields without its steps.
 
-    data: dict[str, Any]
-    step_count: int
-    sort_ms: int
+    Attributes:
+        data: the trace's own fields (the format's names).
+        step_count: its number of steps.
+        sort_ms: its ordering instant (``started_at_ms``: the start, else the ingest time).
+    """
+
+    __slots__ = ("data", "step_count", "sort_ms")
+
+    def __init__(self, data: TraceFields, step_count: int, sort_ms: int) -> None:
+        self.data = data
+        self.step_count = step_count
+        self.sort_ms = sort_ms
 
     @property
     def id(self) -> str:
-        return str(self.data["id"])
+        return self.data["id"]
 
     @property
     def is_fork(self) -> bool:
         return self.data.get("parent_trace_id") is not None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TraceListJSON:
         """The ``list --json`` object: the format's trace fields plus id, step_count, is_fork."""
         return {**self.data, "step_count": self.step_count, "is_fork": self.is_fork}
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TraceSummary):
+            return NotImplemented
+        return (self.data, self.step_count, self.sort_ms) == (
+            other.data,
+            other.step_count,
+            other.sort_ms,
+        )
 
-@dataclass
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return f"TraceSummary(id={self.id!r}, step_count={self.step_count}, sort_ms={self.sort_ms})"
+
+
 class Page:
-    """A page of summaries and the keyset cursor of the next one (``None`` at the end)."""
+    """A page of summaries and the keyset cursor of the next one (``None`` at the end).
 
-    items: list[TraceSummary] = field(default_factory=list)
-    after: tuple[Any, str] | None = None
+    Attributes:
+        items: the page's rows, in list order.
+        after: what ``list_traces(after=...)`` takes for the next page.
+    """
+
+    __slots__ = ("items", "after")
+
+    def __init__(
+        self, items: list[TraceSummary] | None = None, after: tuple[Any, str] | None = None
+    ) -> None:
+        self.items = items if items is not None else []
+        self.after = after
+
+    def __repr__(self) -> str:
+        return f"Page({len(self.items)} items, after={self.after!r})"
 
 
 # --- id resolution ------------------------------------------------------------------------
@@ -190,7 +313,7 @@ def step_dicts(
     *,
     from_step: int | None = None,
     to_step: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[StepJSON]:
     """The steps of a trace (optionally a step-number range) as the format's step objects."""
     return list(iter_step_dicts(store, trace_id, from_step=from_step, to_step=to_step))
 
@@ -202,7 +325,7 @@ def iter_step_dicts(
     from_step: int | None = None,
     to_step: int | None = None,
     page_size: int = 500,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[StepJSON]:
     """``step_dicts``, streamed a page of steps at a time (keyset on the step number), with
     each page's decisions and snapshots: memory stays flat however long the trace (``show``)."""
     low = from_step - 1 if from_step is not None else -(2**63)
@@ -216,8 +339,12 @@ def iter_step_dicts(
         if not rows:
             return
         ids = [r[0] for r in rows]
-        decisions = _by_step(store, "decisions", DECISION_COLUMNS, ids, decision_dict)
-        snapshots = _by_step(store, "snapshots", SNAPSHOT_COLUMNS, ids, snapshot_dict)
+        decisions: dict[str, DecisionJSON] = _by_step(
+            store, "decisions", DECISION_COLUMNS, ids, decision_dict
+        )
+        snapshots: dict[str, SnapshotJSON] = _by_step(
+            store, "snapshots", SNAPSHOT_COLUMNS, ids, snapshot_dict
+        )
         for r in rows:
             yield step_dict(r, decisions.get(r[0]), snapshots.get(r[0]))
         if len(rows) < page_size:
@@ -230,8 +357,8 @@ def _by_step(
     table: str,
     columns: tuple[str, ...],
     step_ids: list[str],
-    build: Callable[[Any], dict[str, Any]],
-) -> dict[str, dict[str, Any]]:
+    build: Callable[[tuple[Any, ...]], _Built],
+) -> dict[str, _Built]:
     """The ``decisions`` or ``snapshots`` rows of some steps, built, by step id (the
     table's first column)."""
     marks = ", ".join("?" * len(step_ids))
@@ -250,7 +377,7 @@ def step_metadata_with(
     """The metadata objects of a trace's steps that hold one of ``keys`` at the top level
     (read from the column's text in SQL, so only those few are decoded): what ``show``'s
     header sums before it streams the steps."""
-    where, params = "trace_id = ?", list[Any]([trace_id])
+    where, params = "trace_id = ?", list[object]([trace_id])
     if from_step is not None:
         where += " AND step_number >= ?"
         params.append(from_step)
@@ -276,7 +403,7 @@ def eval_order(store: Store) -> str:
     return "created_at_ms NULLS FIRST, seq"
 
 
-def eval_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:
+def eval_dicts(store: Store, trace_id: str) -> list[EvalJSON]:
     """The stored evaluations of a trace, oldest first."""
     # The order evals were written in, when they carry no time or the same one: the rowid,
     # or PostgreSQL's arrival sequence (migration 0007).
@@ -295,7 +422,7 @@ def annotation_order(store: Store) -> str:
     return "created_at_ms, rowid" if store.is_sqlite else "created_at_ms NULLS FIRST, seq"
 
 
-def annotation_dicts(store: Store, trace_id: str) -> list[dict[str, Any]]:
+def annotation_dicts(store: Store, trace_id: str) -> list[AnnotationJSON]:
     """The annotations of a trace (the run's and its steps'), oldest first."""
     rows = execute(
         store,
@@ -321,7 +448,7 @@ def trace_json(
     from_step: int | None = None,
     to_step: int | None = None,
     with_steps: bool = True,
-) -> dict[str, Any]:
+) -> TraceJSON:
     """A full trace object (steps, decisions, snapshots, evals, annotations) as the format's
     JSON object. A step window (``from_step``/``to_step``) keeps the annotations of the steps
     in it and those of the whole run. ``with_steps=False`` leaves the ``steps`` key out (a
@@ -340,7 +467,7 @@ def trace_json(
     return trace_dict(row, tags, steps, eval_dicts(store, trace_id), annotations)
 
 
-def get_trace(db: Store, id_or_prefix: str) -> Any:
+def get_trace(db: Store, id_or_prefix: str) -> Trace:
     """The trace with its steps, evals, decisions and snapshots, as a ``Trace`` model.
 
     Args:
@@ -357,8 +484,9 @@ def get_trace(db: Store, id_or_prefix: str) -> Any:
 
 
 def step_count(store: Store, trace_id: str) -> int:
-    row = execute(store, "SELECT step_count FROM traces WHERE id = ?", [trace_id]).fetchone()
-    return int(row[0]) if row else 0
+    """A trace's number of steps (0 for a trace that does not exist)."""
+    found = summaries(store, [trace_id])
+    return found[0].step_count if found else 0
 
 
 # --- lists --------------------------------------------------------------------------------
@@ -492,7 +620,7 @@ def iter_trace_json(
     descending: bool = True,
     limit: int | None = None,
     page_size: int = 200,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[TraceJSON]:
     """Stream full trace objects matching ``filters``, page by page (flat memory)."""
     after: tuple[Any, str] | None = None
     emitted = 0
@@ -542,7 +670,8 @@ def iter_trace_ids(
 
 
 def count_traces(store: Store) -> int:
-    return int(execute(store, "SELECT COUNT(*) FROM traces").fetchone()[0])
+    """Every trace in the store (the trace list's total)."""
+    return count_matching(store, TraceFilter())
 
 
 def count_matching(store: Store, filters: TraceFilter) -> int:

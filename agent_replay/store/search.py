@@ -25,8 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_replay.store.core import Store
-from agent_replay.store.writes import execute
+from agent_replay.store.core import Store, execute
 
 _WORD = re.compile(r"[^\W_]+")
 _TOKEN = re.compile(r'"([^"]*)"?|(\S+)')

@@ -8,7 +8,7 @@ filter's free text; the index never reads trace summaries).
 
 from __future__ import annotations
 
-from agent_replay.store.core import Store
+from agent_replay.store.core import Store, execute
 from agent_replay.store.queries import TraceFilter, summaries, where_sql
 from agent_replay.store.search import (
     SearchResult,
@@ -21,7 +21,6 @@ from agent_replay.store.search import (
     trace_matches,
     tsquery,
 )
-from agent_replay.store.writes import execute
 
 
 def search(
@@ -47,7 +46,7 @@ def search(
     query = fts5_query(terms) if store.is_sqlite else tsquery(terms)
     filters = filters or TraceFilter()
     if filters.text:
-        filters = TraceFilter(**{**filters.__dict__, "text": None})
+        filters = filters.replace(text=None)
     where, params = where_sql(store, filters)
     if store.is_sqlite:
         ranked, rows = rank_sqlite(store, query, where, params, limit)

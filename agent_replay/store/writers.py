@@ -8,28 +8,49 @@ that leaves its traces open on purpose (``record --leave-open``). A reader that 
 ``running`` trace whose writer was on this host and is gone finalizes it (``services/liveness``).
 Hook traces have no long-lived writer and no row: they keep their own rules.
 
-Stdlib and the store only.
+Stdlib and the store only (no peewee: ``list``/``show``'s fast path runs ``dead_writers``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from functools import cache
 
-from agent_replay.store.core import Store
-from agent_replay.store.writes import execute
+from agent_replay.store.core import Store, execute
 
 
-@dataclass(frozen=True)
 class Writer:
-    """A registered writer of a running trace."""
+    """A registered writer of a running trace. Immutable and compared by value, written out
+    rather than a frozen dataclass: ``list``'s fast path imports this module (``dead_writers``)
+    and ``dataclasses`` costs its start-up a few ms (issue 17)."""
 
+    __slots__ = ("trace_id", "kind", "host", "pid", "token")
     trace_id: str
     kind: str
     host: str
     pid: int
     token: str
+
+    def __init__(self, trace_id: str, kind: str, host: str, pid: int, token: str) -> None:
+        for name, value in zip(self.__slots__, (trace_id, kind, host, pid, token), strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Writer is immutable: cannot set {name!r}")
+
+    def _key(self) -> tuple[str, str, str, int, str]:
+        return (self.trace_id, self.kind, self.host, self.pid, self.token)
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == other._key() if isinstance(other, Writer) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "Writer({})".format(
+            ", ".join(f"{n}={v!r}" for n, v in zip(self.__slots__, self._key(), strict=True))
+        )
 
 
 @cache

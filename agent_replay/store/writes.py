@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent_replay.store.core import Store
+from agent_replay.store.core import execute as execute  # moved to core; services import it here
 from agent_replay.store.mapping import (
     ANNOTATION_COLUMNS,
     DECISION_COLUMNS,
@@ -120,22 +121,6 @@ def existing_trace_ids(store: Store, ids: list[str]) -> set[str]:
         cursor = execute(store, f"SELECT id FROM traces WHERE id IN ({marks})", chunk)
         found.update(row[0] for row in cursor.fetchall())
     return found
-
-
-_SQL_CACHE: dict[str, str] = {}
-
-
-def execute(store: Store, sql: str, params: Sequence[Any] = ()) -> Any:
-    """Run one statement with ``?`` placeholders rewritten for the store's driver."""
-    if store.is_sqlite:
-        return store.db.execute_sql(sql, params)
-    adapted = _SQL_CACHE.get(sql)
-    if adapted is None:
-        # psycopg formats every statement: a literal % must be doubled.
-        adapted = sql.replace("%", "%%").replace("?", "%s")
-        if len(_SQL_CACHE) < 4096:
-            _SQL_CACHE[sql] = adapted
-    return store.db.execute_sql(adapted, [pg_value(v) for v in params])
 
 
 def update_columns(store: Store, table: str, key: dict[str, Any], values: dict[str, Any]) -> int:

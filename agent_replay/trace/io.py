@@ -6,9 +6,13 @@ orjson is used for speed (ingest and export are JSON-bound); its output is compa
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, Any
 
 import orjson
+
+# typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 
 class JsonLineError(ValueError):

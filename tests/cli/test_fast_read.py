@@ -26,6 +26,14 @@ def test_list_and_show_load_no_click_peewee_or_driver(seeded: Path, argv: list[s
     assert "trc_sample" in result.stdout
 
 
+def test_list_loads_no_typing(seeded: Path) -> None:
+    """``list`` reaches its output without ``typing`` (the store's shapes are types only, and
+    every module on its path imports ``typing`` under ``TYPE_CHECKING``): part of the start-up
+    issue 17 bounds to 2x a stdlib reader."""
+    result = probe(argv=["list", "--limit", "2"], banned=(*LEAN, "typing"), store_dir=seeded)
+    assert (result.code, result.loaded) == (0, []), result.stderr
+
+
 ARGVS = [
     ["list"],
     ["list", "--json"],

@@ -41,6 +41,9 @@ KEEP: dict[str, str] = {
     "fast path (a new store) and migration 0013",
     "agent_replay/commands/fast_read.py": "list/show's fast path (issue 17): stdlib sqlite3 only "
     "(no peewee); its one statement reads the schema version (PRAGMA user_version)",
+    "agent_replay/store/queries.py": "the trace list and a trace's detail, which list/show's "
+    "fast path runs over a stdlib sqlite3 connection (no peewee, issue 17); the full CLI and "
+    "the TUI run the same readers",
     "agent_replay/store/core.py": "SqliteReader, the fast path's peewee-free connection: its "
     "one statement makes it read-only (PRAGMA query_only)",
     "agent_replay/services/redact_store.py": "SQLite's VACUUM, which rewrites the file so the "
@@ -58,12 +61,9 @@ CONVERT: dict[str, str] = {
     "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
     "agent_replay/store/db.py": "PostgreSQL schema setup (CREATE SCHEMA, search_path); decide "
     "in the Peewee conversion (issue 19)",
-    "agent_replay/store/live.py": f"hand-built live-watch reads, {_TODO}",
     "agent_replay/store/pragmas.py": "the PostgreSQL advisory write lock statement; decide in "
     "the Peewee conversion (issue 19)",
-    "agent_replay/store/queries.py": f"hand-built list/detail reads, {_TODO}",
     "agent_replay/store/retention.py": f"hand-built cascading DELETEs, {_TODO}",
-    "agent_replay/store/stats.py": f"hand-built aggregates, {_TODO}",
     "agent_replay/store/transfer.py": f"hand-built push/pull reads, {_TODO}",
     "agent_replay/store/writers.py": f"hand-built writers-table SQL, {_TODO}",
     "agent_replay/store/writes.py": "the per-dialect write layer (INSERT, upserts) that Peewee's "

@@ -27,7 +27,7 @@ quote really is in that step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -194,7 +194,7 @@ def user_prompt(fence: Fence, trace_text: str) -> str:
     )
 
 
-def verify_quote(trace: dict[str, Any], step: int | None, quote: str, note: str) -> Evidence:
+def verify_quote(trace: Mapping[str, Any], step: int | None, quote: str, note: str) -> Evidence:
     """Evidence from a model's citation, saying whether the quote is really in that step."""
     text = " ".join(quote.split())[:200]
     if step is None:
@@ -215,12 +215,12 @@ def verify_quote(trace: dict[str, Any], step: int | None, quote: str, note: str)
 
 
 def _quotes(
-    trace: dict[str, Any], items: Sequence[Any], note: Callable[[Any], str]
+    trace: Mapping[str, Any], items: Sequence[Any], note: Callable[[Any], str]
 ) -> list[Evidence]:
     return [verify_quote(trace, i.step, getattr(i, "quote", ""), note(i)) for i in items[:10]]
 
 
-def _score_root_cause(reply: RootCauseReply, trace: dict[str, Any]) -> EvalOutcome:
+def _score_root_cause(reply: RootCauseReply, trace: Mapping[str, Any]) -> EvalOutcome:
     evidence = _quotes(trace, reply.evidence, lambda _: "cited")
     if reply.root_cause_step is not None and not any(
         e.step == reply.root_cause_step for e in evidence
@@ -256,7 +256,7 @@ def _score_root_cause(reply: RootCauseReply, trace: dict[str, Any]) -> EvalOutco
     )
 
 
-def _score_quality(reply: QualityReply, trace: dict[str, Any]) -> EvalOutcome:
+def _score_quality(reply: QualityReply, trace: Mapping[str, Any]) -> EvalOutcome:
     criteria = []
     for name in ("relevance", "completeness", "coherence", "accuracy"):
         rating = getattr(reply, name)
@@ -286,7 +286,7 @@ RISK_SCORES: dict[str, float] = {
 }
 
 
-def _score_security(reply: SecurityReply, trace: dict[str, Any]) -> EvalOutcome:
+def _score_security(reply: SecurityReply, trace: Mapping[str, Any]) -> EvalOutcome:
     criteria = []
     for name in SECURITY_CATEGORIES:
         verdict: Category = getattr(reply, name)
@@ -318,7 +318,7 @@ def _score_security(reply: SecurityReply, trace: dict[str, Any]) -> EvalOutcome:
     )
 
 
-def _score_optimization(reply: OptimizationReply, trace: dict[str, Any]) -> EvalOutcome:
+def _score_optimization(reply: OptimizationReply, trace: Mapping[str, Any]) -> EvalOutcome:
     def notes(items: list[StepNote], empty: str) -> tuple[str, list[Evidence]]:
         evidence = [verify_quote(trace, i.step, "", i.reason or "flagged") for i in items[:10]]
         steps = ", ".join(str(i.step) for i in items if i.step is not None)
@@ -446,7 +446,7 @@ AI_PRESETS: dict[str, AIPreset] = {
 
 def run_ai_preset(
     preset: AIPreset,
-    trace: dict[str, Any],
+    trace: Mapping[str, Any],
     client: ProviderClient,
     *,
     budget: Budget,

@@ -13,6 +13,7 @@ Works on anything shaped like ``services.diff.TraceDiff`` (``a``, ``b`` and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -33,8 +34,8 @@ MAX_DIFF_CHARS = 12_000
 class DiffLike(Protocol):
     """What ``explain_divergence`` reads of a diff (``services.diff.TraceDiff`` fits)."""
 
-    a: dict[str, Any]
-    b: dict[str, Any]
+    a: Mapping[str, Any]
+    b: Mapping[str, Any]
 
     def to_json(self, *, compact: bool = False, full_steps: bool = False) -> dict[str, Any]: ...
 

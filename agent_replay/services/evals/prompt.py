@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import secrets
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +94,7 @@ class RenderedTrace:
         }
 
 
-def render_trace(trace: dict[str, Any], max_bytes: int) -> RenderedTrace:
+def render_trace(trace: Mapping[str, Any], max_bytes: int) -> RenderedTrace:
     """The trace as text of at most ``max_bytes`` UTF-8 bytes (see the module doc)."""
     steps = list(trace.get("steps") or [])
     total = len(steps)
@@ -132,7 +133,7 @@ def _kept(steps: list[dict[str, Any]], head: int, tail: int, decisions: bool) ->
 
 
 def _render(
-    trace: dict[str, Any],
+    trace: Mapping[str, Any],
     steps: list[dict[str, Any]],
     keep: set[int] | None,
     limit: int | None,
@@ -155,7 +156,7 @@ def _render(
     return "\n".join(lines)
 
 
-def _trace_header(trace: dict[str, Any], count: int) -> str:
+def _trace_header(trace: Mapping[str, Any], count: int) -> str:
     parts = [f"trace {trace.get('id') or '(unsaved)'}", f"agent {trace.get('agent_name')}"]
     if trace.get("agent_version"):
         parts[-1] += f" {trace['agent_version']}"

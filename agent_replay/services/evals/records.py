@@ -19,6 +19,7 @@ from agent_replay.store import ids
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import EVAL_COLUMNS, enc, eval_dict
 from agent_replay.store.models import EvalRow, TraceRow
+from agent_replay.store.shapes import EvalListJSON
 from agent_replay.trace.base import canonical_time, time_ms
 
 _FIELDS = [EvalRow._meta.fields[c] for c in EVAL_COLUMNS]
@@ -73,7 +74,7 @@ def save_outcomes(store: Store, trace_id: str, outcomes: list[EvalOutcome], cloc
 class EvalPage:
     """A page of stored evaluations across traces, newest first."""
 
-    items: list[dict[str, Any]] = field(default_factory=list)
+    items: list[EvalListJSON] = field(default_factory=list)
     """Each the format's eval object plus ``trace_id`` and ``agent_name``."""
     after: tuple[int, Any] | None = None
     """The keyset cursor of the next page (``None`` at the end)."""
@@ -98,9 +99,11 @@ def recent_evals(
     )
     items = []
     for row in rows:
-        item = eval_dict(tuple(row[: len(EVAL_COLUMNS)]))
-        item["trace_id"] = row[1]
-        item["agent_name"] = row[len(EVAL_COLUMNS)]
+        item: EvalListJSON = {
+            **eval_dict(tuple(row[: len(EVAL_COLUMNS)])),
+            "trace_id": row[1],
+            "agent_name": row[len(EVAL_COLUMNS)],
+        }
         items.append(item)
     next_after = None
     if len(rows) == limit:

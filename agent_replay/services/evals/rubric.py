@@ -39,6 +39,7 @@ are ASCII.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -248,7 +249,7 @@ def _yaml(text: str, source: str) -> Any:
         raise RubricError(f"{source}: not valid YAML{where}: {problem}") from None
 
 
-def run_rubric(compiled: CompiledRubric, trace: dict[str, Any]) -> EvalOutcome:
+def run_rubric(compiled: CompiledRubric, trace: Mapping[str, Any]) -> EvalOutcome:
     """Score a trace against a rubric (see the module doc)."""
     rubric = compiled.rubric
     total_weight = sum(c.weight for c in rubric.criteria)

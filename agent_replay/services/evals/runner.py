@@ -21,7 +21,7 @@ preset still runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,7 +148,7 @@ Progress = Callable[[str, EvalOutcome | EvalFailure | None], None]
 """Called with an evaluator's name before it runs (``None``) and with its result after."""
 
 
-def evaluate_trace(trace: dict[str, Any], plan: EvalPlan) -> list[EvalOutcome]:
+def evaluate_trace(trace: Mapping[str, Any], plan: EvalPlan) -> list[EvalOutcome]:
     """The deterministic part of a plan (presets and rubrics) on a trace object; no I/O."""
     outcomes = [PRESETS[name].run(trace) for name in plan.presets]
     outcomes += [run_rubric(rubric, trace) for rubric in plan.rubrics]

@@ -19,7 +19,7 @@ Two views:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,7 @@ def field_spans(step: int | None, field: str, value: Any) -> list[Span]:
     return [Span(step, field, path, text) for path, text in leaves(value)]
 
 
-def output_spans(trace: dict[str, Any]) -> list[Span]:
+def output_spans(trace: Mapping[str, Any]) -> list[Span]:
     """The agent's answer (see the module doc)."""
     spans: list[Span] = []
     for step in trace.get("steps") or []:
@@ -102,7 +102,7 @@ def output_spans(trace: dict[str, Any]) -> list[Span]:
     return []
 
 
-def all_spans(trace: dict[str, Any]) -> list[Span]:
+def all_spans(trace: Mapping[str, Any]) -> list[Span]:
     """Every text of the trace (see the module doc)."""
     spans = field_spans(None, "input", trace.get("input"))
     for step in trace.get("steps") or []:

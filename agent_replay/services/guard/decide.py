@@ -48,7 +48,7 @@ class Match(NamedTuple):
         """The match as commands print it and guard_check steps store it.
 
         The action is under ``policy_action``: a stored guard check's ``action`` key is its
-        verdict, which the dashboard counts blocks by (``store.stats.GUARD_BLOCK_SQL``).
+        verdict, which the dashboard counts blocks by (``store.stats.guard_blocked``).
         """
         data: dict[str, Any] = {
             "policy": self.policy.name,

@@ -1,6 +1,6 @@
 """Whether a recorded ``guard_check`` step blocked its action, for a step object in memory.
 
-The same rule as ``store.stats.GUARD_BLOCK_SQL`` (which the dashboard and the live watch use
+The same rule as ``store.stats.guard_blocked`` (which the dashboard and the live watch use
 in SQL): the check has an error, or its output or metadata carries a verdict (``action``,
 ``verdict`` or ``decision``) of ``deny``, ``denied``, ``block`` or ``blocked`` (any case,
 nested anywhere), or ``"blocked": true``, or is one of those words as a string. The

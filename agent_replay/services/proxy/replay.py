@@ -24,7 +24,7 @@ departure point, so ``agent-replay diff TRACE FORK`` shows what changed.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -72,7 +72,7 @@ class Override:
 class ReplayPlan:
     """What a replay serves."""
 
-    trace: dict[str, Any]
+    trace: Mapping[str, Any]
     """The recorded trace (``trace_json``)."""
     exchanges: list[Recorded]
     until_step: int | None
@@ -91,7 +91,7 @@ class ReplayPlan:
         return [e for e in self.exchanges if e.step_number <= self.until_step]
 
 
-def recorded_exchanges(trace: dict[str, Any]) -> list[Recorded]:
+def recorded_exchanges(trace: Mapping[str, Any]) -> list[Recorded]:
     """The steps of a trace that a replay can serve, in step order."""
     out = []
     for step in trace.get("steps") or []:

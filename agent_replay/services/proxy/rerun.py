@@ -7,6 +7,7 @@ store access (they work on trace and step objects already loaded).
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from agent_replay.errors import UsageError
@@ -73,7 +74,7 @@ def rerun_command(
     return shlex.join(parts)
 
 
-def replay_mark(step: dict[str, Any]) -> str | None:
+def replay_mark(step: Mapping[str, Any]) -> str | None:
     """How a step of a re-run was answered, for display (``None``: not served from a replay)."""
     mark = (step.get("metadata") or {}).get("replay")
     if not isinstance(mark, dict) or mark.get("served") is not True:
