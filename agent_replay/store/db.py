@@ -43,8 +43,8 @@ from agent_replay.store.pragmas import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
 from agent_replay.store.pragmas import PG_WRITE_LOCK as PG_WRITE_LOCK
 from agent_replay.store.pragmas import PRAGMAS as PRAGMAS
 
-# Errors a write can raise: peewee's wrappers, and the driver's own from raw cursors (the
-# PostgreSQL path wraps its raw cursors, see ``writes.insert_many``).
+# Errors a write can raise: peewee's wrappers, and the driver's own from raw cursors (SQLite's
+# ``executemany`` in ``store/statements``).
 DB_ERRORS: tuple[type[Exception], ...] = (PeeweeException, sqlite3.Error)
 
 PG_CONNECT_TIMEOUT_S = 10
