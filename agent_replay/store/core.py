@@ -73,12 +73,17 @@ def execute(store: Store, sql: str, params: Sequence[Any] = ()) -> Any:
     """
     if store.is_sqlite:
         return store.db.execute_sql(sql, params)
+    return store.db.execute_sql(pg_sql(sql), list(params))
+
+
+def pg_sql(sql: str) -> str:
+    """SQL text with ``?`` placeholders as psycopg takes it: ``%s``, a literal ``%`` doubled."""
     adapted = _PG_SQL.get(sql)
     if adapted is None:
         adapted = sql.replace("%", "%%").replace("?", "%s")
         if len(_PG_SQL) < 4096:
             _PG_SQL[sql] = adapted
-    return store.db.execute_sql(adapted, list(params))
+    return adapted
 
 
 def mask_url(url: str) -> str:

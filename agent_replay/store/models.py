@@ -317,6 +317,7 @@ SNAPSHOT_FIELDS = fields_of(SnapshotRow, SNAPSHOT_COLUMNS)
 EVAL_FIELDS = fields_of(EvalRow, EVAL_COLUMNS)
 TAG_FIELDS = fields_of(TagRow, TAG_COLUMNS)
 ANNOTATION_FIELDS = fields_of(AnnotationRow, ANNOTATION_COLUMNS)
+WRITER_FIELDS = fields_of(WriterRow, ("trace_id", "kind", "host", "pid", "token", "registered_ms"))
 
 SEARCH_TABLES: frozenset[str] = frozenset({"steps_fts", "traces_fts", "search_queue"})
 """SQLite's search index: the FTS5 tables (FTS5 adds shadow tables named after them) and the

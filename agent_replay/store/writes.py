@@ -127,7 +127,7 @@ def replace_rows(
     if not rows:
         return
     keys = model._meta.get_primary_keys()
-    at = tuple(list(fields).index(key) for key in keys)
+    at = tuple(position(fields, key) for key in keys)
 
     def build() -> Statement:
         from agent_replay.store.statements import Statement, arg
@@ -137,6 +137,15 @@ def replace_rows(
     delete = _statement("delete", model, fields, None, build)
     delete.run_many(store, [tuple(row[i] for i in at) for row in rows])
     insert_rows(store, model, fields, rows)
+
+
+def position(fields: Sequence[Field], field: Field) -> int:
+    """Where ``field`` is in ``fields`` (by identity: ``==`` on a field builds an expression,
+    which is always true, so ``fields.index`` would answer 0)."""
+    for i, candidate in enumerate(fields):
+        if candidate is field:
+            return i
+    raise ValueError(f"{field} is not among the fields given")
 
 
 def update_rows(

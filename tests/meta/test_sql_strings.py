@@ -48,6 +48,10 @@ KEEP: dict[str, str] = {
     "one statement makes it read-only (PRAGMA query_only)",
     "agent_replay/services/redact_store.py": "SQLite's VACUUM, which rewrites the file so the "
     "redacted text is gone from it: the query builder has no form for it",
+    "agent_replay/store/writers.py": "dead_writers, which list/show's fast path (issue 17) runs "
+    "on its stdlib sqlite3 connection (no peewee); the rest is the query builder",
+    "agent_replay/store/retention.py": "VACUUM and SQLite's incremental_vacuum run to its end: "
+    "maintenance commands the query builder has no form for; the rest is the query builder",
 }
 """Modules that keep SQL text for good (the exceptions issue 19 names)."""
 
@@ -63,11 +67,6 @@ CONVERT: dict[str, str] = {
     "in the Peewee conversion (issue 19)",
     "agent_replay/store/pragmas.py": "the PostgreSQL advisory write lock statement; decide in "
     "the Peewee conversion (issue 19)",
-    "agent_replay/store/retention.py": f"hand-built cascading DELETEs, {_TODO}",
-    "agent_replay/store/transfer.py": f"hand-built push/pull reads, {_TODO}",
-    "agent_replay/store/writers.py": f"hand-built writers-table SQL, {_TODO}",
-    "agent_replay/store/writes.py": "the per-dialect write layer (INSERT, upserts) that Peewee's "
-    "insert_many/on_conflict replace (issue 19)",
 }
 """Today's modules that still build SQL by hand: the list may only shrink."""
 

@@ -116,3 +116,17 @@ def test_existing_trace_ids_finds_them_across_chunks(store: Store) -> None:
     asked = ids[::2] + ["trc_missing"]
     assert existing_trace_ids(store, asked) == set(ids[::2])
     assert existing_trace_ids(store, []) == set()
+
+
+def test_a_replacement_finds_its_key_wherever_the_fields_put_it(store: Store) -> None:
+    (trace,) = _traces(store, 1)
+    step = (StepRow.id, StepRow.trace_id, StepRow.step_number, StepRow.step_type)
+    late_key = (DecisionRow.trace_id, DecisionRow.chosen, DecisionRow.step_id)
+    late_key += (DecisionRow.options, DecisionRow.decided_by)
+    with store.write():
+        insert_rows(store, StepRow, step, [("s1", trace, 1, "decision"), ("s2", trace, 2, "x")])
+        insert_rows(store, DecisionRow, DECISION, [("s1", trace, "[]", '"a"', "agent")])
+        insert_rows(store, DecisionRow, DECISION, [("s2", trace, "[]", '"b"', "agent")])
+        replace_rows(store, DecisionRow, late_key, [(trace, '"c"', "s2", "[]", "human")])
+    rows = _all(store, DecisionRow.step_id, DecisionRow.chosen, DecisionRow.decided_by)
+    assert rows == [("s1", '"a"', "agent"), ("s2", '"c"', "human")]
