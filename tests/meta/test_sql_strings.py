@@ -27,8 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("agent_replay", "screens", "widgets")
 
 KEEP: dict[str, str] = {
-    "agent_replay/store/migrations.py": "frozen DDL: the schema's history must not move when "
-    "store/models.py changes",
+    "agent_replay/store/migration_ddl.py": "frozen DDL of the shipped migrations: the schema's "
+    "history must not move when store/models.py changes (and CREATE SCHEMA, which the query "
+    "builder has no form for)",
+    "agent_replay/store/search_index.py": "migration 0006's frozen search-index DDL and its FTS5 "
+    "upkeep (the FTS5 'delete' commands), which the query builder does not express",
     "agent_replay/store/search.py": "the full-text search backends (FTS5 MATCH, PostgreSQL "
     "tsvector ranking), which the query builder does not express",
     "agent_replay/store/trace_search.py": "the PostgreSQL ranking query of the full-text "
@@ -63,10 +66,6 @@ CONVERT: dict[str, str] = {
     "agent_replay/services/capture/session_writer.py": f"hand-built DELETE and cost SUM, {_TODO}",
     "agent_replay/services/capture/transcript_follow.py": f"hand-built hook_follow SQL, {_TODO}",
     "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
-    "agent_replay/store/db.py": "PostgreSQL schema setup (CREATE SCHEMA, search_path); decide "
-    "in the Peewee conversion (issue 19)",
-    "agent_replay/store/pragmas.py": "the PostgreSQL advisory write lock statement; decide in "
-    "the Peewee conversion (issue 19)",
 }
 """Today's modules that still build SQL by hand: the list may only shrink."""
 
