@@ -68,10 +68,12 @@ class Statement:
     def run_many(self, store: Store, rows: Iterable[Sequence[Any]]) -> None:
         """Execute once per row of parameters (``executemany`` on SQLite; one statement per
         row through the database on PostgreSQL, which maps each row's values)."""
-        sql, _count = self._compiled(store)
         if store.is_sqlite:
+            found = self._sql.get("sqlite")  # the hot path: one lookup
+            sql = found[0] if found is not None else self._compiled(store)[0]
             store.db.cursor().executemany(sql, rows)
             return
+        sql, _count = self._compiled(store)
         for row in rows:
             store.db.execute_sql(sql, row)
 

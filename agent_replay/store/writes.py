@@ -104,6 +104,10 @@ def insert_rows(
 def _insert_statement(
     model: type[Model], fields: Sequence[Field], ignore: bool, rows: int = 1
 ) -> Statement:
+    found = _BY_ID.get(("insert", model, id(fields), (ignore, rows)))
+    if found is not None and found[0] is fields:
+        return found[1]  # the hot path (one row per step on SQLite): one lookup, no closure
+
     def build() -> Statement:
         from agent_replay.store.statements import insert_statement
 
@@ -251,7 +255,11 @@ _TABLES: dict[tuple[str, tuple[str, ...]], tuple[type[Model], tuple[Field, ...]]
 
 
 def _table_fields(table: str, columns: Sequence[str]) -> tuple[type[Model], tuple[Field, ...]]:
-    key = (table, columns if isinstance(columns, tuple) else tuple(columns))
+    try:
+        return _TABLES[(table, columns)]  # type: ignore[index]  # a list fails: TypeError
+    except (KeyError, TypeError):
+        pass
+    key = (table, tuple(columns))
     found = _TABLES.get(key)
     if found is None:
         from agent_replay.store.models import ALL_MODELS
