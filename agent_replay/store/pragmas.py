@@ -9,7 +9,9 @@ by peewee's query builder the first time a PostgreSQL store takes the lock.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing itself stays off list's start-up (issue 17), as in store.core
+if TYPE_CHECKING:
+    from typing import Any
 
 BUSY_TIMEOUT_S = 15.0
 """How long a SQLite writer waits for the lock (hook processes run in parallel on one file)."""

@@ -19,9 +19,10 @@ itself (NUL, bool: ``store/db.pg_value``). What differs is how rows travel:
   statement of ``arg()`` placeholders too, compiled once per size: full chunks, then the rest
   in power-of-two sizes.
 
-Peewee is imported when a write first needs it, not with this module: the list/show fast path
-(issue 17, no peewee) still reaches ``execute`` through ``store/queries`` while issue 19's
-conversion is under way. Callers pass models, so peewee is loaded by then anyway.
+Peewee and the models are imported when a write first needs them, not with this module:
+modules that only want ``execute`` (re-exported from ``store.core`` while issue 19's conversion
+is under way) import it from here without loading them. Callers pass models, so peewee is
+loaded by the time a write runs anyway.
 """
 
 from __future__ import annotations
