@@ -9,8 +9,9 @@ Which module answers which question:
   write lock ``Store.write``); ``handles`` wraps a connection the caller already holds;
   ``pragmas`` holds the connection settings; ``ids`` makes ``trc_…``/``stp_…`` ids.
 - **Tables**: ``models`` (one peewee ``Model`` a table, not bound to a database: every query
-  is run on a store's ``db`` explicitly). Their history is ``migrations`` (ordered, recorded,
-  frozen DDL) and ``schema`` (the version this build writes, stdlib only).
+  is run on a store's ``db`` explicitly). Their history is ``migrations`` (the runner:
+  ordered, recorded), ``migration_ddl`` and ``search_index`` (the shipped migrations' frozen
+  DDL) and ``schema`` (the version this build writes, stdlib only).
 - **Reads go to** ``queries``: the trace list (``list_traces``, keyset pages of
   ``TraceSummary``), one trace (``resolve_trace_id``, ``trace_json``, ``iter_step_dicts``),
   evals and annotations. They return the typed shapes of ``shapes`` (``TraceJSON``,

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from agent_replay.errors import StoreError
-from agent_replay.store.pragmas import PG_WRITE_LOCK
+from agent_replay.store.pragmas import pg_write_lock
 
 # typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
 TYPE_CHECKING = False
@@ -73,12 +73,17 @@ def execute(store: Store, sql: str, params: Sequence[Any] = ()) -> Any:
     """
     if store.is_sqlite:
         return store.db.execute_sql(sql, params)
+    return store.db.execute_sql(pg_sql(sql), list(params))
+
+
+def pg_sql(sql: str) -> str:
+    """SQL text with ``?`` placeholders as psycopg takes it: ``%s``, a literal ``%`` doubled."""
     adapted = _PG_SQL.get(sql)
     if adapted is None:
         adapted = sql.replace("%", "%%").replace("?", "%s")
         if len(_PG_SQL) < 4096:
             _PG_SQL[sql] = adapted
-    return store.db.execute_sql(adapted, list(params))
+    return adapted
 
 
 def mask_url(url: str) -> str:
@@ -156,7 +161,7 @@ class Store:
         """A write transaction that takes the store's write lock up front.
 
         SQLite: ``BEGIN IMMEDIATE``. PostgreSQL: a transaction-scoped advisory lock per store
-        (``PG_WRITE_LOCK``), taken first, so every statement after it sees what the previous
+        (``pg_write_lock``), taken first, so every statement after it sees what the previous
         writer committed. Every read-then-write runs in one (next step number, pairing a
         result with its call, closing a trace), so concurrent writers never interleave.
         Re-entrant: nested use becomes a savepoint.
@@ -176,7 +181,7 @@ class Store:
             return
         with self.db.atomic():
             # Re-taking a lock this transaction holds is free (advisory locks stack).
-            self.db.execute_sql(PG_WRITE_LOCK)
+            self.db.execute_sql(*pg_write_lock(self.db))
             yield
 
     def close(self) -> None:

@@ -38,13 +38,12 @@ from agent_replay.store.core import ReadOnlyStoreError as ReadOnlyStoreError  # 
 from agent_replay.store.core import Store as Store
 from agent_replay.store.core import mask_url as mask_url
 from agent_replay.store.handles import MEMORY, as_database, memory_database
-from agent_replay.store.migrations import run_migrations
+from agent_replay.store.migrations import create_schema, has_migrations_table, run_migrations
 from agent_replay.store.pragmas import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
-from agent_replay.store.pragmas import PG_WRITE_LOCK as PG_WRITE_LOCK
 from agent_replay.store.pragmas import PRAGMAS as PRAGMAS
 
-# Errors a write can raise: peewee's wrappers, and the driver's own from raw cursors (the
-# PostgreSQL path wraps its raw cursors, see ``writes.insert_many``).
+# Errors a write can raise: peewee's wrappers, and the driver's own from raw cursors (SQLite's
+# ``executemany`` in ``store/statements``).
 DB_ERRORS: tuple[type[Exception], ...] = (PeeweeException, sqlite3.Error)
 
 PG_CONNECT_TIMEOUT_S = 10
@@ -165,7 +164,7 @@ def open_read_only(path: str | os.PathLike[str]) -> Store:
     store = Store(db, file, read_only=True)
     try:
         db.connect(reuse_if_open=True)
-        db.execute_sql("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        db.get_tables()  # reads the schema: a file that is no database fails here
     except DB_ERRORS as exc:
         db.close()
         detail = _first_line(exc)
@@ -365,11 +364,10 @@ def _open_postgres(url: str, *, create: bool, migrate: bool) -> Store:
     try:
         if parsed.schema is not None and create:
             try:
-                db.execute_sql(f'CREATE SCHEMA IF NOT EXISTS "{parsed.schema}"')
+                create_schema(db, parsed.schema)
             except IntegrityError:
                 pass  # created by another process at this very moment (IF NOT EXISTS races)
-        exists = db.execute_sql("SELECT to_regclass('_migrations')").fetchone()[0] is not None
-        if not exists and not create:
+        if not create and not has_migrations_table(db):
             raise StoreError(
                 f"no agent-replay store at {parsed.label}",
                 hints=[

@@ -11,13 +11,26 @@ value, so a string stays a string and every value round-trips exactly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from peewee import (
     BigIntegerField,
     CompositeKey,
+    Field,
     FloatField,
     IntegerField,
     Model,
     TextField,
+)
+
+from agent_replay.store.mapping import (
+    ANNOTATION_COLUMNS,
+    DECISION_COLUMNS,
+    EVAL_COLUMNS,
+    SNAPSHOT_COLUMNS,
+    STEP_COLUMNS,
+    TAG_COLUMNS,
+    TRACE_COLUMNS,
 )
 
 
@@ -287,6 +300,24 @@ ALL_MODELS: tuple[type[BaseModel], ...] = (
     HookFollowRow,
     OtelResponseRow,
 )
+
+
+def fields_of(model: type[Model], columns: Sequence[str]) -> tuple[Field, ...]:
+    """The fields of ``model`` for these column names, in their order."""
+    return tuple(model._meta.columns[column] for column in columns)
+
+
+# The fields in the column order of ``store/mapping``'s row tuples, so a row built there is
+# written as it is (``store/writes.insert_rows``). Module-level tuples: the writers find their
+# compiled statement by the tuple's identity.
+TRACE_FIELDS = fields_of(TraceRow, TRACE_COLUMNS)
+STEP_FIELDS = fields_of(StepRow, STEP_COLUMNS)
+DECISION_FIELDS = fields_of(DecisionRow, DECISION_COLUMNS)
+SNAPSHOT_FIELDS = fields_of(SnapshotRow, SNAPSHOT_COLUMNS)
+EVAL_FIELDS = fields_of(EvalRow, EVAL_COLUMNS)
+TAG_FIELDS = fields_of(TagRow, TAG_COLUMNS)
+ANNOTATION_FIELDS = fields_of(AnnotationRow, ANNOTATION_COLUMNS)
+WRITER_FIELDS = fields_of(WriterRow, ("trace_id", "kind", "host", "pid", "token", "registered_ms"))
 
 SEARCH_TABLES: frozenset[str] = frozenset({"steps_fts", "traces_fts", "search_queue"})
 """SQLite's search index: the FTS5 tables (FTS5 adds shadow tables named after them) and the

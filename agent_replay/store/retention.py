@@ -12,6 +12,11 @@ the file, after which the search index is rebuilt: ``VACUUM`` may renumber the r
 keyed by). PostgreSQL reuses dead rows by itself; ``VACUUM (ANALYZE)`` makes them reusable now
 and refreshes the planner's statistics.
 
+The counts, deletes and reads go through the query builder. What keeps SQL text here are the
+maintenance commands it has no form for: ``VACUUM`` (PostgreSQL's ``VACUUM (ANALYZE)`` of the
+trace tables) and SQLite's ``incremental_vacuum``, which must run to its end
+(``executescript``); SQLite's other pragmas go through peewee's ``pragma()``.
+
 A store module: no services, Textual or Rich.
 """
 
@@ -21,8 +26,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from peewee import Select, chunked, fn
+
 from agent_replay.store.db import DB_ERRORS, Store
-from agent_replay.store.writes import execute
+from agent_replay.store.models import (
+    AnnotationRow,
+    DecisionRow,
+    EvalRow,
+    OtelLogRow,
+    OtelSpanRow,
+    SnapshotRow,
+    StepRow,
+    TagRow,
+    TraceRow,
+)
 
 _CHUNK = 500
 VACUUM_FREE_SHARE = 0.25
@@ -33,6 +50,8 @@ VACUUM_FREE_BYTES = 4 * 1024 * 1024
 
 ATTACHED = ("steps", "decisions", "snapshots", "evals", "tags", "annotations")
 """What goes with a trace, as counted in ``DeleteCounts``."""
+_ATTACHED_MODELS = (StepRow, DecisionRow, SnapshotRow, EvalRow, TagRow, AnnotationRow)
+"""The models of ``ATTACHED``, in its order."""
 
 
 @dataclass
@@ -56,19 +75,15 @@ class DeleteCounts:
 
 
 def count_attached(store: Store, ids: Sequence[str]) -> DeleteCounts:
-    """How many rows these traces would take with them."""
+    """How many rows these traces would take with them (one read per chunk of ids)."""
     counts = DeleteCounts()
-    for start in range(0, len(ids), _CHUNK):
-        chunk = list(ids[start : start + _CHUNK])
-        marks = ", ".join(["?"] * len(chunk))
-        row = execute(
-            store,
-            f"SELECT (SELECT COUNT(*) FROM traces WHERE id IN ({marks})), "
-            + ", ".join(
-                f"(SELECT COUNT(*) FROM {table} WHERE trace_id IN ({marks}))" for table in ATTACHED
-            ),
-            chunk * (1 + len(ATTACHED)),
-        ).fetchone()
+    for chunk in chunked(ids, _CHUNK):
+        columns: list[Any] = [TraceRow.select(fn.COUNT(TraceRow.id)).where(TraceRow.id.in_(chunk))]
+        columns.extend(
+            model.select(fn.COUNT(model.trace_id)).where(model.trace_id.in_(chunk))
+            for model in _ATTACHED_MODELS
+        )
+        row = Select(columns=columns).tuples().execute(store.db)[0]
         counts.add(DeleteCounts(*(int(v) for v in row)))
     return counts
 
@@ -80,12 +95,10 @@ def delete_traces(store: Store, ids: Sequence[str]) -> DeleteCounts:
         What was removed.
     """
     counts = DeleteCounts()
-    for start in range(0, len(ids), _CHUNK):
-        chunk = list(ids[start : start + _CHUNK])
-        marks = ", ".join(["?"] * len(chunk))
+    for chunk in chunked(ids, _CHUNK):
         with store.write():
             counts.add(count_attached(store, chunk))
-            execute(store, f"DELETE FROM traces WHERE id IN ({marks})", chunk)
+            TraceRow.delete().where(TraceRow.id.in_(chunk)).execute(store.db)
     return counts
 
 
@@ -93,24 +106,23 @@ def delete_otel_groups(store: Store, group_keys: Sequence[str]) -> int:
     """Drop the OTLP receiver's staged spans and log records of these groups (so a deleted
     trace is not rebuilt from them when a late span arrives). Returns the rows removed."""
     removed = 0
-    for start in range(0, len(group_keys), _CHUNK):
-        chunk = list(group_keys[start : start + _CHUNK])
-        marks = ", ".join(["?"] * len(chunk))
+    for chunk in chunked(group_keys, _CHUNK):
         with store.write():
-            for table in ("otel_spans", "otel_logs"):
-                cursor = execute(store, f"DELETE FROM {table} WHERE group_key IN ({marks})", chunk)
-                removed += max(0, int(cursor.rowcount or 0))
+            for model in (OtelSpanRow, OtelLogRow):
+                deleted = model.delete().where(model.group_key.in_(chunk)).execute(store.db)
+                removed += max(0, int(deleted or 0))
     return removed
 
 
 def otel_group_keys(store: Store) -> list[str]:
     """Every group key staged by the OTLP receiver (an index scan)."""
-    rows = execute(
-        store,
-        "SELECT DISTINCT group_key FROM otel_spans UNION "
-        "SELECT DISTINCT group_key FROM otel_logs WHERE group_key IS NOT NULL",
-    ).fetchall()
-    return [str(r[0]) for r in rows]
+    spans = OtelSpanRow.select(OtelSpanRow.group_key).distinct()
+    logs = (
+        OtelLogRow.select(OtelLogRow.group_key)
+        .distinct()
+        .where(OtelLogRow.group_key.is_null(False))
+    )
+    return [str(r[0]) for r in (spans | logs).tuples().execute(store.db)]
 
 
 @dataclass
@@ -162,7 +174,7 @@ def reclaim_space(store: Store, *, full: bool = False) -> Reclaimed:
     before = file_bytes(store)
 
     def pragma(name: str) -> int:
-        return int(store.db.execute_sql(f"PRAGMA {name}").fetchone()[0])
+        return int(store.db.pragma(name))
 
     mode = pragma("auto_vacuum")
     free_pages = pragma("freelist_count")
@@ -180,13 +192,13 @@ def reclaim_space(store: Store, *, full: bool = False) -> Reclaimed:
         if full or (free_pages / total >= VACUUM_FREE_SHARE and free_bytes >= VACUUM_FREE_BYTES):
             from agent_replay.store.migrations import rebuild_search_index
 
-            store.db.execute_sql("PRAGMA auto_vacuum = INCREMENTAL")
+            store.db.pragma("auto_vacuum", "INCREMENTAL")
             store.db.execute_sql("VACUUM")
             with store.write():
                 rebuild_search_index(store.db)
             method = "vacuum"
     if method != "none":
-        store.db.execute_sql("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        store.db.pragma("wal_checkpoint", "TRUNCATE")
     return Reclaimed(method, before, file_bytes(store))
 
 

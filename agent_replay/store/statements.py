@@ -14,8 +14,9 @@ building checks that the compiled query has no other parameter.
     _CLOSE.run(store, (0, step_id))
 
 An ``INSERT`` built from a dict orders its columns as the model does; ``insert_statement``
-keeps the order of the fields given, so each row's values line up with them. It must list
-every field with a model default (peewee would add the default as a constant otherwise).
+keeps the order of the fields given, so each row's values line up with them. A column it
+leaves out takes the table's own ``DEFAULT``, as in a hand-written ``INSERT`` (a model insert
+would add the model's default as a constant, which a statement refuses).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from peewee import Field, Model, Query, Value
+from peewee import Field, Insert, Model, Query, Value
 
 from agent_replay.store.core import Store
 
@@ -67,23 +68,28 @@ class Statement:
     def run_many(self, store: Store, rows: Iterable[Sequence[Any]]) -> None:
         """Execute once per row of parameters (``executemany`` on SQLite; one statement per
         row through the database on PostgreSQL, which maps each row's values)."""
-        sql, _count = self._compiled(store)
         if store.is_sqlite:
+            found = self._sql.get("sqlite")  # the hot path: one lookup
+            sql = found[0] if found is not None else self._compiled(store)[0]
             store.db.cursor().executemany(sql, rows)
             return
+        sql, _count = self._compiled(store)
         for row in rows:
             store.db.execute_sql(sql, row)
 
 
 def insert_statement(
-    model: type[Model], fields: Sequence[Field], *, ignore: bool = False
+    model: type[Model], fields: Sequence[Field], *, ignore: bool = False, rows: int = 1
 ) -> Statement:
     """``INSERT INTO model (fields) VALUES (...)``, the columns in the order given; ``ignore``
-    skips a row whose key is already stored (``ON CONFLICT DO NOTHING``)."""
+    skips a row whose key is already stored (``ON CONFLICT DO NOTHING``). ``rows``: a
+    multi-row ``INSERT`` of that many rows, run with their values one row after the other."""
     columns = tuple(fields)
 
     def build() -> Query:
-        query = model.insert_many([tuple(arg() for _ in columns)], fields=list(columns))
+        values = [tuple(arg() for _ in columns) for _ in range(rows)]
+        # Insert, not model.insert_many: no model defaults for the columns left out
+        query = Insert(model, values, columns=list(columns))
         return query.on_conflict_ignore() if ignore else query
 
     return Statement(build)

@@ -16,32 +16,68 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from peewee import SQL, Field, Model, Node, chunked
+
+from agent_replay.store.core import pg_sql
 from agent_replay.store.db import Store
-from agent_replay.store.mapping import (
-    ANNOTATION_COLUMNS,
-    DECISION_COLUMNS,
-    EVAL_COLUMNS,
-    SNAPSHOT_COLUMNS,
-    STEP_COLUMNS,
-    TAG_COLUMNS,
-    TRACE_COLUMNS,
-    quote,
+from agent_replay.store.models import (
+    ANNOTATION_FIELDS,
+    DECISION_FIELDS,
+    EVAL_FIELDS,
+    SNAPSHOT_FIELDS,
+    STEP_FIELDS,
+    TAG_FIELDS,
+    TRACE_FIELDS,
+    AnnotationRow,
+    DecisionRow,
+    EvalRow,
+    PushDigestRow,
+    SnapshotRow,
+    StepRow,
+    TagRow,
+    TraceRow,
 )
-from agent_replay.store.writes import execute, insert_many
+from agent_replay.store.writes import (
+    existing_trace_ids,
+    insert_rows,
+    position,
+    update_rows,
+)
 from agent_replay.trace.io import dumps_bytes
 
 _CHUNK = 500
 
-# table -> (columns, the column naming the trace, the order rows are digested in)
-TABLES: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "traces": (TRACE_COLUMNS, "id", "id"),
-    "tags": (TAG_COLUMNS, "trace_id", "position, tag"),
-    "steps": (STEP_COLUMNS, "trace_id", "step_number"),
-    "decisions": (DECISION_COLUMNS, "trace_id", "step_id"),
-    "snapshots": (SNAPSHOT_COLUMNS, "trace_id", "step_id"),
-    "evals": (EVAL_COLUMNS, "trace_id", "created_at_ms, id"),  # per store: eval_order
-    "annotations": (ANNOTATION_COLUMNS, "trace_id", "created_at_ms, id"),  # annotation_order
+
+@dataclass(frozen=True)
+class Table:
+    """A table a trace travels as: its model, the fields of a row (``store/mapping``'s order),
+    the field naming the trace, and the order its rows are digested in."""
+
+    model: type[Model]
+    fields: tuple[Field, ...]
+    key: Field
+    order: tuple[Field, ...] = ()
+    in_write_order: bool = False
+    """Then by arrival (SQLite's rowid, PostgreSQL's ``seq``): the write order of evals and
+    annotations is part of the trace (``queries.eval_order``, ``annotation_order``)."""
+
+
+TABLES: dict[str, Table] = {
+    "traces": Table(TraceRow, TRACE_FIELDS, TraceRow.id, (TraceRow.id,)),
+    "tags": Table(TagRow, TAG_FIELDS, TagRow.trace_id, (TagRow.position, TagRow.tag)),
+    "steps": Table(StepRow, STEP_FIELDS, StepRow.trace_id, (StepRow.step_number,)),
+    "decisions": Table(DecisionRow, DECISION_FIELDS, DecisionRow.trace_id, (DecisionRow.step_id,)),
+    "snapshots": Table(SnapshotRow, SNAPSHOT_FIELDS, SnapshotRow.trace_id, (SnapshotRow.step_id,)),
+    "evals": Table(EvalRow, EVAL_FIELDS, EvalRow.trace_id, (EvalRow.created_at_ms,), True),
+    "annotations": Table(
+        AnnotationRow,
+        ANNOTATION_FIELDS,
+        AnnotationRow.trace_id,
+        (AnnotationRow.created_at_ms,),
+        True,
+    ),
 }
+"""Table name (as digested) -> how its rows are read and written, parents first."""
 
 
 @dataclass
@@ -57,42 +93,50 @@ class TraceCopy:
         return len(self.rows.get("steps", []))
 
 
-def trace_ids(store: Store, where: str = "1 = 1", params: Sequence[Any] = ()) -> list[str]:
-    """Ids of the traces matching a condition on ``traces t``, oldest first."""
-    rows = execute(
-        store, f"SELECT t.id FROM traces t WHERE {where} ORDER BY t.started_at_ms, t.id", params
-    ).fetchall()
-    return [str(r[0]) for r in rows]
+def trace_ids(
+    store: Store, where: Node | str | None = None, params: Sequence[Any] = ()
+) -> list[str]:
+    """Ids of the traces matching ``where``, oldest first.
+
+    Args:
+        where: a condition on ``TraceRow``; or, while issue 19's conversion is under way, a
+            SQL condition on ``traces t`` with ``?`` placeholders for ``params`` (being
+            removed, with ``queries.where_sql``).
+    """
+    if isinstance(where, str):
+        t = TraceRow.alias("t")
+        condition = where if store.is_sqlite else pg_sql(where)
+        query = t.select(t.id).where(SQL(condition, list(params)))
+        query = query.order_by(t.started_at_ms, t.id)
+    else:
+        query = TraceRow.select(TraceRow.id).order_by(TraceRow.started_at_ms, TraceRow.id)
+        if where is not None:
+            query = query.where(where)
+    return [str(r[0]) for r in query.tuples().execute(store.db)]
 
 
 def read_traces(store: Store, ids: Sequence[str]) -> list[TraceCopy]:
-    """The rows of these traces (those that exist), with their digests."""
+    """The rows of these traces (those that exist), with their digests.
+
+    Rows are read as the driver returns them (``db.execute``, no field conversion), so the
+    copy is the stored values exactly."""
     copies: dict[str, TraceCopy] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = list(ids[start : start + _CHUNK])
-        marks = ", ".join(["?"] * len(chunk))
-        for table, (columns, key, order) in TABLES.items():
-            if table == "evals":  # their write order is part of the trace (see eval_order)
-                from agent_replay.store.queries import eval_order
-
-                order = eval_order(store)
-            elif table == "annotations":
-                from agent_replay.store.queries import annotation_order
-
-                order = annotation_order(store)
-            names = ", ".join(quote(c) for c in columns)
-            rows = execute(
-                store,
-                f"SELECT {names} FROM {table} WHERE {key} IN ({marks}) ORDER BY {key}, {order}",
-                chunk,
-            ).fetchall()
-            for row in rows:
-                trace_id = row[columns.index(key)]
-                if table == "traces":
+    arrival = SQL("rowid" if store.is_sqlite else "seq")
+    for chunk in chunked(ids, _CHUNK):
+        for name, table in TABLES.items():
+            order: list[Any] = [table.key]
+            order.extend(f.asc(nulls="first") for f in table.order)  # untimed first
+            if table.in_write_order:
+                order.append(arrival)
+            query = table.model.select(*table.fields).where(table.key.in_(chunk)).order_by(*order)
+            at = position(table.fields, table.key)
+            for row in store.db.execute(query).fetchall():
+                trace_id = row[at]
+                if name == "traces":
                     copies[trace_id] = TraceCopy(trace_id, {t: [] for t in TABLES})
                 copy = copies.get(trace_id)
                 if copy is not None:
-                    copy.rows[table].append(tuple(row))
+                    copy.rows[name].append(tuple(row))
     for copy in copies.values():
         copy.digest = digest(copy)
     return [copies[i] for i in ids if i in copies]
@@ -114,17 +158,18 @@ def stored_digests(store: Store, ids: Sequence[str]) -> dict[str, str]:
     """The digest each of these traces was last pushed with (traces never pushed are absent,
     as are traces deleted since: the digest goes with its trace)."""
     found: dict[str, str] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = list(ids[start : start + _CHUNK])
-        marks = ", ".join(["?"] * len(chunk))
-        for trace_id, value in execute(
-            store,
-            f"SELECT d.trace_id, d.digest FROM push_digests d JOIN traces t ON t.id = d.trace_id "
-            f"WHERE d.trace_id IN ({marks})",
-            chunk,
-        ).fetchall():
+    for chunk in chunked(ids, _CHUNK):
+        query = (
+            PushDigestRow.select(PushDigestRow.trace_id, PushDigestRow.digest)
+            .join(TraceRow, on=TraceRow.id == PushDigestRow.trace_id)
+            .where(PushDigestRow.trace_id.in_(chunk))
+        )
+        for trace_id, value in query.tuples().execute(store.db):
             found[str(trace_id)] = str(value)
     return found
+
+
+_DIGEST_FIELDS = (PushDigestRow.trace_id, PushDigestRow.digest, PushDigestRow.pushed_ms)
 
 
 def write_traces(store: Store, copies: Sequence[TraceCopy], now_ms: int) -> tuple[int, int]:
@@ -137,40 +182,37 @@ def write_traces(store: Store, copies: Sequence[TraceCopy], now_ms: int) -> tupl
     """
     if not copies:
         return 0, 0
-    from agent_replay.store.writes import existing_trace_ids
-
     with store.write():
-        ids = [c.trace_id for c in copies]
-        existing = existing_trace_ids(store, ids)
+        existing = existing_trace_ids(store, [c.trace_id for c in copies])
         replaced = [c for c in copies if c.trace_id in existing]
-        for start in range(0, len(replaced), _CHUNK):
-            chunk = [c.trace_id for c in replaced[start : start + _CHUNK]]
-            marks = ", ".join(["?"] * len(chunk))
+        for group in chunked(replaced, _CHUNK):
+            chunk = [c.trace_id for c in group]
             # Steps take their decisions and snapshots with them (ON DELETE CASCADE).
-            for table in ("steps", "tags", "push_digests"):
-                execute(store, f"DELETE FROM {table} WHERE trace_id IN ({marks})", chunk)
-            for table in ("evals", "annotations"):
-                row_ids = [r[0] for c in replaced[start : start + _CHUNK] for r in c.rows[table]]
-                for first in range(0, len(row_ids), _CHUNK):
-                    part = row_ids[first : first + _CHUNK]
-                    execute(
-                        store,
-                        f"DELETE FROM {table} WHERE id IN ({', '.join(['?'] * len(part))})",
-                        part,
-                    )
-        sets = ", ".join(f"{quote(c)} = ?" for c in TRACE_COLUMNS[1:])
+            attached: tuple[Any, ...] = (StepRow, TagRow, PushDigestRow)
+            for model in attached:
+                model.delete().where(model.trace_id.in_(chunk)).execute(store.db)
+            by_id: tuple[tuple[Any, str], ...] = (
+                (EvalRow, "evals"),
+                (AnnotationRow, "annotations"),
+            )
+            for kept, name in by_id:
+                row_ids = [r[0] for c in group for r in c.rows[name]]
+                for part in chunked(row_ids, _CHUNK):
+                    kept.delete().where(kept.id.in_(part)).execute(store.db)
         for copy in replaced:
             (row,) = copy.rows["traces"]
-            execute(store, f"UPDATE traces SET {sets} WHERE id = ?", [*row[1:], row[0]])
+            update_rows(
+                store,
+                TraceRow,
+                {TraceRow.id: row[0]},
+                dict(zip(TRACE_FIELDS[1:], row[1:], strict=True)),
+            )
         fresh = [c for c in copies if c.trace_id not in existing]
-        insert_many(store, "traces", TRACE_COLUMNS, [r for c in fresh for r in c.rows["traces"]])
-        for table, (columns, _, _) in TABLES.items():
-            if table != "traces":
-                insert_many(store, table, columns, [r for c in copies for r in c.rows[table]])
-        insert_many(
-            store,
-            "push_digests",
-            ("trace_id", "digest", "pushed_ms"),
-            [(c.trace_id, c.digest, now_ms) for c in copies],
-        )
+        insert_rows(store, TraceRow, TRACE_FIELDS, [r for c in fresh for r in c.rows["traces"]])
+        for name, table in TABLES.items():
+            if name != "traces":
+                rows = [r for c in copies for r in c.rows[name]]
+                insert_rows(store, table.model, table.fields, rows)
+        digests = [(c.trace_id, c.digest, now_ms) for c in copies]
+        insert_rows(store, PushDigestRow, _DIGEST_FIELDS, digests)
     return len(fresh), len(replaced)

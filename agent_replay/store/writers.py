@@ -8,7 +8,11 @@ that leaves its traces open on purpose (``record --leave-open``). A reader that 
 ``running`` trace whose writer was on this host and is gone finalizes it (``services/liveness``).
 Hook traces have no long-lived writer and no row: they keep their own rules.
 
-Stdlib and the store only (no peewee: ``list``/``show``'s fast path runs ``dead_writers``).
+Registering, forgetting and looking up a writer go through the query builder (peewee, the
+models and ``store/writes`` imported when they run). ``dead_writers`` keeps its one statement
+as SQL text: ``list`` and ``show``'s fast path (issue 17, ``commands/fast_read``) runs it on a
+stdlib ``sqlite3`` connection before deciding to answer without the CLI, and must not import
+peewee (~100 ms of its budget). At import the module needs only the stdlib and ``store.core``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ import os
 from functools import cache
 
 from agent_replay.store.core import Store, execute
+
+TYPE_CHECKING = False  # typing itself stays off list's fast path (issue 17)
+if TYPE_CHECKING:
+    from agent_replay.store.models import WriterRow
 
 
 class Writer:
@@ -105,31 +113,36 @@ def _alive(pid: int, token: str) -> bool:
     return True
 
 
+def _model() -> type[WriterRow]:
+    # deferred: list's fast path imports this module for dead_writers, without peewee
+    from agent_replay.store.models import WriterRow
+
+    return WriterRow
+
+
 def register(store: Store, trace_id: str, kind: str, *, now_ms: int) -> None:
     """Record this process as the writer of ``trace_id`` (replacing an earlier writer)."""
+    from agent_replay.store.models import WRITER_FIELDS  # deferred: see _model
+    from agent_replay.store.writes import replace_rows
+
     pid = os.getpid()
-    execute(store, "DELETE FROM writers WHERE trace_id = ?", [trace_id])
-    execute(
-        store,
-        "INSERT INTO writers (trace_id, kind, host, pid, token, registered_ms) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        [trace_id, kind, host(), pid, start_token(pid) or "", now_ms],
-    )
+    row = (trace_id, kind, host(), pid, start_token(pid) or "", now_ms)
+    replace_rows(store, _model(), WRITER_FIELDS, [row])
 
 
 def unregister(store: Store, trace_id: str) -> None:
     """Forget the writer of ``trace_id`` (the trace ended, or is left open on purpose)."""
-    execute(store, "DELETE FROM writers WHERE trace_id = ?", [trace_id])
+    model = _model()
+    model.delete().where(model.trace_id == trace_id).execute(store.db)
 
 
 def writer_of(store: Store, trace_id: str) -> Writer | None:
     """The registered writer of a trace, if any."""
-    row = execute(
-        store,
-        "SELECT trace_id, kind, host, pid, token FROM writers WHERE trace_id = ?",
-        [trace_id],
-    ).fetchone()
-    return Writer(str(row[0]), str(row[1]), str(row[2]), int(row[3]), str(row[4])) if row else None
+    model = _model()
+    query = model.select(model.trace_id, model.kind, model.host, model.pid, model.token)
+    for row in query.where(model.trace_id == trace_id).tuples().execute(store.db):
+        return Writer(str(row[0]), str(row[1]), str(row[2]), int(row[3]), str(row[4]))
+    return None
 
 
 def is_dead(writer: Writer) -> bool:
@@ -139,7 +152,7 @@ def is_dead(writer: Writer) -> bool:
 
 def dead_writers(store: Store) -> list[Writer]:
     """Writers on this host of traces still ``running`` whose process is gone."""
-    rows = execute(
+    rows = execute(  # SQL text, not the query builder: see the module docstring
         store,
         "SELECT w.trace_id, w.kind, w.host, w.pid, w.token FROM writers w "
         "JOIN traces t ON t.id = w.trace_id WHERE t.status = 'running' AND w.host = ?",

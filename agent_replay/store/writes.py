@@ -1,141 +1,307 @@
-"""Writing rows: the bulk path ingest uses, and the small statements the recorder uses.
+"""Writing rows through Peewee's query builder: the bulk path ingest uses, and the small
+statements the recorder runs per row.
 
 Callers (the ingest and recorder services) validate first; nothing here decides what is valid.
-Every function expects to run inside ``Store.write()``.
+Every function expects to run inside ``Store.write()``. Tables are the models of
+``store/models.py`` and columns their fields; a row is a tuple lined up with the fields given
+(``models.TRACE_FIELDS`` and the others line up with ``store/mapping``'s row tuples).
 
-Services write raw SQL with ``?`` placeholders in the subset SQLite and PostgreSQL share;
-``execute`` adapts it to the store's driver (``%s``, a literal ``%`` doubled), and the forms
-the two dialects spell differently live here: ``insert_ignore_many`` (``INSERT OR IGNORE``
-vs ``ON CONFLICT DO NOTHING``; SQLite has spelled the latter too since 3.24) and ``upsert_row``.
-PostgreSQL text can't hold NUL characters, so they are stored as U+FFFD there.
+One spelling for both backends: the SQL comes from the query builder (``INSERT OR IGNORE`` on
+SQLite, ``ON CONFLICT DO NOTHING`` on PostgreSQL), and the PostgreSQL database maps parameters
+itself (NUL, bool: ``store/db.pg_value``). What differs is how rows travel:
+
+- SQLite: a statement built once per (model, fields) (``store/statements``), ``executemany``'d;
+  compiling a peewee query per row would cost more than the insert.
+- PostgreSQL: multi-row ``Model.insert_many(...)`` chunks of at most 500 rows and 30,000
+  parameters (the protocol allows 65,535): one round trip per chunk, not per row, which is what
+  makes ``push`` to a remote server fast. Peewee compiles a value in ~10 us (a 500-row chunk of
+  steps: 0.1-0.3 s, against 0.2 ms for the string this module used to join), so a chunk is a
+  statement of ``arg()`` placeholders too, compiled once per size: full chunks, then the rest
+  in power-of-two sizes.
+
+Peewee and the models are imported when a write first needs them, not with this module:
+modules that only want ``execute`` (re-exported from ``store.core`` while issue 19's conversion
+is under way) import it from here without loading them. Callers pass models, so peewee is
+loaded by the time a write runs anyway.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from agent_replay.store.core import Store
-from agent_replay.store.core import execute as execute  # moved to core; services import it here
-from agent_replay.store.mapping import (
-    ANNOTATION_COLUMNS,
-    DECISION_COLUMNS,
-    EVAL_COLUMNS,
-    SNAPSHOT_COLUMNS,
-    STEP_COLUMNS,
-    TAG_COLUMNS,
-    TRACE_COLUMNS,
-    TraceRows,
-    quote,
-)
+from agent_replay.store.core import execute as execute  # moved to core; see the note at the end
+from agent_replay.store.mapping import TraceRows
 
-_INSERT_CACHE: dict[tuple[str, tuple[str, ...], str, str], str] = {}
-_PG_MAX_PARAMS = 30_000  # rows per multi-row INSERT: well under the protocol's 65,535
-_PG_MAX_ROWS = 500
+if TYPE_CHECKING:
+    from peewee import Field, Model
 
+    from agent_replay.store.statements import Statement
 
-def insert_sql(store: Store, table: str, columns: Sequence[str], *, ignore: bool = False) -> str:
-    """``INSERT INTO table (cols) VALUES (?, ...)`` with the store's placeholder.
+PG_MAX_PARAMS = 30_000
+"""Parameters bound by one multi-row ``INSERT`` on PostgreSQL (well under the protocol's 65,535)."""
+PG_MAX_ROWS = 500
+"""Rows of one multi-row ``INSERT`` on PostgreSQL (narrow tables reach this before the cap)."""
 
-    ``ignore``: skip a row whose key is already there (``ON CONFLICT DO NOTHING``).
-    """
-    suffix = " ON CONFLICT DO NOTHING" if ignore else ""
-    key = (table, tuple(columns), store.param, suffix)
-    sql = _INSERT_CACHE.get(key)
-    if sql is None:
-        names = ", ".join(quote(c) for c in columns)
-        marks = ", ".join([store.param] * len(columns))
-        sql = f"INSERT INTO {table} ({names}) VALUES ({marks}){suffix}"
-        _INSERT_CACHE[key] = sql
-    return sql
+_CACHE_SIZE = 512  # statements kept; a caller building field lists afresh never grows it past
+
+_BY_ID: dict[tuple[Any, ...], tuple[object, Statement]] = {}
+_BY_NAME: dict[tuple[Any, ...], Statement] = {}
 
 
-def insert_many(store: Store, table: str, columns: Sequence[str], rows: list[Any]) -> None:
-    """``executemany`` the rows into ``table`` (no-op for an empty list).
-
-    On PostgreSQL the rows go as multi-row ``INSERT``s (one round trip per few hundred rows,
-    not one per row), which is what makes ``push`` to a remote server fast.
-    """
-    if not rows:
-        return
-    if store.is_sqlite:
-        store.db.cursor().executemany(insert_sql(store, table, columns), rows)
-        return
-    _pg_insert_values(store, table, columns, rows, "")
-
-
-def insert_ignore_many(store: Store, table: str, columns: Sequence[str], rows: list[Any]) -> None:
-    """Insert the rows, skipping those whose primary key (or a unique key) is already stored."""
-    if not rows:
-        return
-    if store.is_sqlite:
-        store.db.cursor().executemany(insert_sql(store, table, columns, ignore=True), rows)
-        return
-    _pg_insert_values(store, table, columns, rows, " ON CONFLICT DO NOTHING")
+def _statement(
+    kind: str, model: type[Model], fields: Sequence[Field], extra: Any, build: Any
+) -> Statement:
+    """The cached statement of ``kind`` for these fields: found by the identity of the
+    ``fields`` object first (a module-level tuple: one dict lookup on the hot path), else by
+    the field names (a list built afresh reuses the compiled SQL)."""
+    key = (kind, model, id(fields), extra)
+    found = _BY_ID.get(key)
+    if found is not None and found[0] is fields:
+        return found[1]
+    named = (kind, model, tuple(f.name for f in fields), extra)
+    statement = _BY_NAME.get(named)
+    if statement is None:
+        if len(_BY_NAME) >= _CACHE_SIZE:
+            _BY_NAME.clear()
+        statement = _BY_NAME[named] = build()
+    if len(_BY_ID) >= _CACHE_SIZE:
+        _BY_ID.clear()
+    _BY_ID[key] = (fields, statement)  # holds ``fields``, so its id is not reused meanwhile
+    return statement
 
 
-def _pg_insert_values(
-    store: Store, table: str, columns: Sequence[str], rows: list[Any], suffix: str
+def insert_rows(
+    store: Store,
+    model: type[Model],
+    fields: Sequence[Field],
+    rows: Sequence[Sequence[Any]],
+    *,
+    ignore: bool = False,
 ) -> None:
-    import peewee  # deferred: a local reader (list, show) imports no driver
+    """Insert ``rows`` (each lined up with ``fields``) into ``model``'s table; no-op for none.
 
-    names = ", ".join(quote(c) for c in columns)
-    group = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    per = max(1, min(_PG_MAX_ROWS, _PG_MAX_PARAMS // max(1, len(columns))))
-    cursor = store.db.cursor()
-    for start in range(0, len(rows), per):
-        chunk = rows[start : start + per]
-        sql = f"INSERT INTO {table} ({names}) VALUES {', '.join([group] * len(chunk))}{suffix}"
-        params = [pg_value(v) for row in chunk for v in row]
-        with peewee.__exception_wrapper__:  # type: ignore[attr-defined]  # driver errors as peewee's
-            cursor.execute(sql, params)
+    Args:
+        ignore: skip a row whose key (primary or unique) is already stored.
+    """
+    if not rows:
+        return
+    if store.is_sqlite:
+        _insert_statement(model, fields, ignore).run_many(store, rows)
+        return
+    per = max(1, min(PG_MAX_ROWS, PG_MAX_PARAMS // max(1, len(fields))))
+    start, total = 0, len(rows)
+    while start < total:
+        left = total - start
+        # Full chunks, then the rest in power-of-two chunks (37 rows: 32 + 4 + 1): compiling a
+        # multi-row INSERT costs ~10 us a value, so each size is compiled once and reused.
+        size = per if left >= per else 1 << (left.bit_length() - 1)
+        params = [value for row in rows[start : start + size] for value in row]
+        _insert_statement(model, fields, ignore, size).run(store, params)
+        start += size
 
 
-def pg_value(value: Any) -> Any:
-    """A parameter as PostgreSQL takes it: NUL characters in text become U+FFFD, and a bool
-    becomes 0/1 (the schema's flags are integers, and psycopg sends ``true``)."""
-    if type(value) is str:
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
-    if type(value) is bool:
-        return int(value)
-    return value
+def _insert_statement(
+    model: type[Model], fields: Sequence[Field], ignore: bool, rows: int = 1
+) -> Statement:
+    found = _BY_ID.get(("insert", model, id(fields), (ignore, rows)))
+    if found is not None and found[0] is fields:
+        return found[1]  # the hot path (one row per step on SQLite): one lookup, no closure
+
+    def build() -> Statement:
+        from agent_replay.store.statements import insert_statement
+
+        return insert_statement(model, fields, ignore=ignore, rows=rows)
+
+    return _statement("insert", model, fields, (ignore, rows), build)
+
+
+def replace_rows(
+    store: Store, model: type[Model], fields: Sequence[Field], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Insert the rows, each replacing a stored row with the same primary key (decisions and
+    snapshots, keyed by their step).
+
+    A delete and an insert, not ``ON CONFLICT DO UPDATE``: a replaced row arrives anew (a new
+    rowid on SQLite, a new ``seq`` on PostgreSQL), which is how the live view and the change
+    signal see that it changed (``store/live``, ``store/changes``); an update in place would
+    keep its arrival position and go unnoticed. (SQLite's ``INSERT OR REPLACE`` does the same,
+    but PostgreSQL has no such statement.)
+    """
+    if not rows:
+        return
+    keys = model._meta.get_primary_keys()
+    at = tuple(position(fields, key) for key in keys)
+
+    def build() -> Statement:
+        from agent_replay.store.statements import Statement, arg
+
+        return Statement(lambda: model.delete().where(_all([key == arg() for key in keys])))
+
+    delete = _statement("delete", model, fields, None, build)
+    delete.run_many(store, [tuple(row[i] for i in at) for row in rows])
+    insert_rows(store, model, fields, rows)
+
+
+def position(fields: Sequence[Field], field: Field) -> int:
+    """Where ``field`` is in ``fields`` (by identity: ``==`` on a field builds an expression,
+    which is always true, so ``fields.index`` would answer 0)."""
+    for i, candidate in enumerate(fields):
+        if candidate is field:
+            return i
+    raise ValueError(f"{field} is not among the fields given")
+
+
+def update_rows(
+    store: Store,
+    model: type[Model],
+    key: Mapping[Field, Any],
+    values: Mapping[Field, Any],
+) -> int:
+    """``UPDATE model SET values WHERE key`` (every key field equal); returns the rows changed.
+
+    One statement per (model, key fields, value fields), built once: the recorder closes a
+    step this way per event.
+    """
+    if not values:
+        return 0
+    return _update(
+        store,
+        model,
+        tuple(field.column_name for field in key),
+        list(key.values()),
+        tuple(field.column_name for field in values),
+        list(values.values()),
+    )
+
+
+_UPDATES: dict[tuple[Any, ...], tuple[tuple[int, ...], Statement]] = {}
+
+
+def _update(
+    store: Store,
+    model: type[Model],
+    key_columns: tuple[str, ...],
+    key_params: list[Any],
+    columns: tuple[str, ...],
+    params: list[Any],
+) -> int:
+    cache_key = (model, key_columns, columns)
+    found = _UPDATES.get(cache_key)
+    if found is None:
+        from agent_replay.store.statements import Statement, arg
+
+        by_column = model._meta.columns
+        # peewee writes the SET list in the model's field order: bind the values in that order
+        order = {field.column_name: i for i, field in enumerate(model._meta.sorted_fields)}
+        perm = tuple(sorted(range(len(columns)), key=lambda i: order[columns[i]]))
+        changed = [by_column[columns[i]] for i in perm]
+        where = [by_column[column] for column in key_columns]
+        statement = Statement(
+            lambda: model.update({field: arg() for field in changed}).where(
+                _all([field == arg() for field in where])
+            )
+        )
+        if len(_UPDATES) >= _CACHE_SIZE:
+            _UPDATES.clear()
+        found = _UPDATES[cache_key] = (perm, statement)
+    perm, statement = found
+    bound = [params[i] for i in perm]
+    bound.extend(key_params)
+    return int(statement.run(store, bound).rowcount)
+
+
+def _all(conditions: list[Any]) -> Any:
+    """``a AND b AND ...`` of peewee expressions."""
+    from functools import reduce
+
+    return reduce(lambda a, b: a & b, conditions)
 
 
 def insert_trace_rows(store: Store, batch: list[TraceRows]) -> None:
     """Insert several traces' rows, table by table (parents before children)."""
-    insert_many(store, "traces", TRACE_COLUMNS, [t.trace for t in batch])
-    insert_many(store, "tags", TAG_COLUMNS, [r for t in batch for r in t.tags])
-    insert_many(store, "steps", STEP_COLUMNS, [r for t in batch for r in t.steps])
-    insert_many(store, "decisions", DECISION_COLUMNS, [r for t in batch for r in t.decisions])
-    insert_many(store, "snapshots", SNAPSHOT_COLUMNS, [r for t in batch for r in t.snapshots])
-    insert_many(store, "evals", EVAL_COLUMNS, [r for t in batch for r in t.evals])
-    insert_many(store, "annotations", ANNOTATION_COLUMNS, [r for t in batch for r in t.annotations])
+    from agent_replay.store import models as m  # deferred: see the module docstring
+
+    insert_rows(store, m.TraceRow, m.TRACE_FIELDS, [t.trace for t in batch])
+    insert_rows(store, m.TagRow, m.TAG_FIELDS, [r for t in batch for r in t.tags])
+    insert_rows(store, m.StepRow, m.STEP_FIELDS, [r for t in batch for r in t.steps])
+    insert_rows(store, m.DecisionRow, m.DECISION_FIELDS, [r for t in batch for r in t.decisions])
+    insert_rows(store, m.SnapshotRow, m.SNAPSHOT_FIELDS, [r for t in batch for r in t.snapshots])
+    insert_rows(store, m.EvalRow, m.EVAL_FIELDS, [r for t in batch for r in t.evals])
+    insert_rows(
+        store, m.AnnotationRow, m.ANNOTATION_FIELDS, [r for t in batch for r in t.annotations]
+    )
 
 
-def existing_trace_ids(store: Store, ids: list[str]) -> set[str]:
+def existing_trace_ids(store: Store, ids: Sequence[str]) -> set[str]:
     """Which of these trace ids are already in the store."""
+    from peewee import chunked  # deferred: see the module docstring
+
+    from agent_replay.store.models import TraceRow
+
     found: set[str] = set()
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ", ".join(["?"] * len(chunk))
-        cursor = execute(store, f"SELECT id FROM traces WHERE id IN ({marks})", chunk)
-        found.update(row[0] for row in cursor.fetchall())
+    for chunk in chunked(ids, 500):
+        query = TraceRow.select(TraceRow.id).where(TraceRow.id.in_(chunk)).tuples()
+        found.update(row[0] for row in query.execute(store.db))
     return found
 
 
-def update_columns(store: Store, table: str, key: dict[str, Any], values: dict[str, Any]) -> int:
-    """``UPDATE table SET values WHERE key``; returns the number of rows changed."""
-    if not values:
-        return 0
-    sets = ", ".join(f"{quote(c)} = ?" for c in values)
-    where = " AND ".join(f"{quote(c)} = ?" for c in key)
-    cursor = execute(
-        store, f"UPDATE {table} SET {sets} WHERE {where}", [*values.values(), *key.values()]
-    )
-    return int(cursor.rowcount)
+# --- the transition (issue 19) ----------------------------------------------------------------
+#
+# The table-name forms the services still call while other branches convert them. Each maps
+# the table to its model and the column names to its fields (cached), then runs the model form.
+
+_TABLES: dict[tuple[str, tuple[str, ...]], tuple[type[Model], tuple[Field, ...]]] = {}
+
+
+def _table_fields(table: str, columns: Sequence[str]) -> tuple[type[Model], tuple[Field, ...]]:
+    try:
+        return _TABLES[(table, columns)]  # type: ignore[index]  # a list fails: TypeError
+    except (KeyError, TypeError):
+        pass
+    key = (table, tuple(columns))
+    found = _TABLES.get(key)
+    if found is None:
+        from agent_replay.store.models import ALL_MODELS
+
+        model = next((m for m in ALL_MODELS if m._meta.table_name == table), None)
+        if model is None:
+            raise KeyError(f"no model for table {table!r}")
+        found = _TABLES[key] = (model, tuple(model._meta.columns[c] for c in key[1]))
+    return found
+
+
+def insert_many(store: Store, table: str, columns: Sequence[str], rows: list[Any]) -> None:
+    """``insert_rows`` by table and column names (being removed, issue 19)."""
+    if rows:
+        model, fields = _table_fields(table, columns)
+        insert_rows(store, model, fields, rows)
+
+
+def insert_ignore_many(store: Store, table: str, columns: Sequence[str], rows: list[Any]) -> None:
+    """``insert_rows(..., ignore=True)`` by table and column names (being removed, issue 19)."""
+    if rows:
+        model, fields = _table_fields(table, columns)
+        insert_rows(store, model, fields, rows, ignore=True)
 
 
 def upsert_row(store: Store, table: str, columns: Sequence[str], row: tuple[Any, ...]) -> None:
-    """Replace the row with the same primary key (decisions and snapshots, keyed by step)."""
-    execute(store, f"DELETE FROM {table} WHERE {quote(columns[0])} = ?", [row[0]])
-    insert_many(store, table, columns, [row])
+    """``replace_rows`` of one row by table and column names (being removed, issue 19)."""
+    model, fields = _table_fields(table, columns)
+    replace_rows(store, model, fields, [row])
+
+
+def update_columns(store: Store, table: str, key: dict[str, Any], values: dict[str, Any]) -> int:
+    """``update_rows`` by table and column names (being removed, issue 19)."""
+    if not values:
+        return 0
+    model, _ = _table_fields(table, ())
+    return _update(
+        store, model, tuple(key), list(key.values()), tuple(values), list(values.values())
+    )
+
+
+# ``execute`` (SQL text with ``?`` placeholders) is ``store.core.execute``, re-exported above:
+# deprecated, being removed (issue 19) once the services build their statements with the query
+# builder (``store/models``; ``store/statements`` for a statement run per row).

@@ -27,8 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("agent_replay", "screens", "widgets")
 
 KEEP: dict[str, str] = {
-    "agent_replay/store/migrations.py": "frozen DDL: the schema's history must not move when "
-    "store/models.py changes",
+    "agent_replay/store/migration_ddl.py": "frozen DDL of the shipped migrations: the schema's "
+    "history must not move when store/models.py changes (and CREATE SCHEMA, which the query "
+    "builder has no form for)",
+    "agent_replay/store/search_index.py": "migration 0006's frozen search-index DDL and its FTS5 "
+    "upkeep (the FTS5 'delete' commands), which the query builder does not express",
     "agent_replay/store/search.py": "the full-text search backends (FTS5 MATCH, PostgreSQL "
     "tsvector ranking), which the query builder does not express",
     "agent_replay/store/trace_search.py": "the PostgreSQL ranking query of the full-text "
@@ -48,6 +51,10 @@ KEEP: dict[str, str] = {
     "one statement makes it read-only (PRAGMA query_only)",
     "agent_replay/services/redact_store.py": "SQLite's VACUUM, which rewrites the file so the "
     "redacted text is gone from it: the query builder has no form for it",
+    "agent_replay/store/writers.py": "dead_writers, which list/show's fast path (issue 17) runs "
+    "on its stdlib sqlite3 connection (no peewee); the rest is the query builder",
+    "agent_replay/store/retention.py": "VACUUM and SQLite's incremental_vacuum run to its end: "
+    "maintenance commands the query builder has no form for; the rest is the query builder",
 }
 """Modules that keep SQL text for good (the exceptions issue 19 names)."""
 
@@ -59,15 +66,6 @@ CONVERT: dict[str, str] = {
     "agent_replay/services/capture/session_writer.py": f"hand-built DELETE and cost SUM, {_TODO}",
     "agent_replay/services/capture/transcript_follow.py": f"hand-built hook_follow SQL, {_TODO}",
     "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
-    "agent_replay/store/db.py": "PostgreSQL schema setup (CREATE SCHEMA, search_path); decide "
-    "in the Peewee conversion (issue 19)",
-    "agent_replay/store/pragmas.py": "the PostgreSQL advisory write lock statement; decide in "
-    "the Peewee conversion (issue 19)",
-    "agent_replay/store/retention.py": f"hand-built cascading DELETEs, {_TODO}",
-    "agent_replay/store/transfer.py": f"hand-built push/pull reads, {_TODO}",
-    "agent_replay/store/writers.py": f"hand-built writers-table SQL, {_TODO}",
-    "agent_replay/store/writes.py": "the per-dialect write layer (INSERT, upserts) that Peewee's "
-    "insert_many/on_conflict replace (issue 19)",
 }
 """Today's modules that still build SQL by hand: the list may only shrink."""
 

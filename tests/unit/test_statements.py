@@ -34,13 +34,26 @@ def test_a_statement_runs_with_fresh_parameters_on_each_backend(store: Store) ->
 
 
 def test_a_constant_in_a_statement_is_refused(store: Store) -> None:
-    """A constant compiles to a parameter that every run would have to repeat: refused; so is
-    an insert leaving out a field with a model default (peewee would add it as a constant)."""
-    with pytest.raises(TypeError, match="arg"):
-        insert_statement(TraceRow, FIELDS[:-1]).sql(store)
+    """A constant compiles to a parameter that every run would have to repeat: refused."""
     with pytest.raises(TypeError, match="arg"):
         Statement(lambda: TraceRow.update(status="failed").where(TraceRow.id == arg())).sql(store)
     with pytest.raises(TypeError, match="2 parameters expected, got 1"):
         Statement(lambda: TraceRow.update(status=arg()).where(TraceRow.id == arg())).run(
             store, ("x",)
         )
+
+
+def test_an_insert_leaving_out_a_column_takes_the_tables_default(store: Store) -> None:
+    """As a hand-written INSERT does: the table's DEFAULT, no constant in the statement."""
+    with store.write():
+        insert_statement(TraceRow, FIELDS[:-1]).run_many(store, [("t1", 5, "a", "ok", 1)])
+    query = TraceRow.select(TraceRow.id, TraceRow.step_count)
+    assert list(query.tuples().execute(store.db)) == [("t1", 0)]
+
+
+def test_a_multi_row_insert_takes_its_rows_one_after_the_other(store: Store) -> None:
+    insert = insert_statement(TraceRow, FIELDS, rows=3)
+    with store.write():
+        insert.run(store, [v for i in range(3) for v in (f"t{i}", i, "a", "ok", i, i)])
+    query = TraceRow.select(TraceRow.id, TraceRow.step_count).order_by(TraceRow.id)
+    assert list(query.tuples().execute(store.db)) == [("t0", 0), ("t1", 1), ("t2", 2)]
