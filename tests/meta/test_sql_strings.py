@@ -60,12 +60,6 @@ KEEP: dict[str, str] = {
 
 _TODO = "to be moved to Peewee's query builder (issue 19)"
 CONVERT: dict[str, str] = {
-    "agent_replay/services/capture/event_traces.py": f"hand-built trace lookups, {_TODO}",
-    "agent_replay/services/capture/events.py": f"hand-built step-number read, {_TODO}",
-    "agent_replay/services/capture/importer.py": f"hand-built session lookups, {_TODO}",
-    "agent_replay/services/capture/session_writer.py": f"hand-built DELETE and cost SUM, {_TODO}",
-    "agent_replay/services/capture/transcript_follow.py": f"hand-built hook_follow SQL, {_TODO}",
-    "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
 }
 """Today's modules that still build SQL by hand: the list may only shrink."""
 
