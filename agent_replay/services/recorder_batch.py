@@ -21,6 +21,9 @@ from agent_replay.errors import NotFoundError, TraceFormatError
 from agent_replay.services import costs
 from agent_replay.services.derive import duration_between
 from agent_replay.services.recorder_rows import (
+    DECISION_FIELDS,
+    SNAPSHOT_FIELDS,
+    STEP_FIELDS,
     add_steps,
     delete_steps,
     stored_numbers,
@@ -29,15 +32,9 @@ from agent_replay.services.recorder_rows import (
 from agent_replay.services.redact import Redactor
 from agent_replay.store import ids
 from agent_replay.store.db import Store
-from agent_replay.store.mapping import (
-    DECISION_COLUMNS,
-    SNAPSHOT_COLUMNS,
-    STEP_COLUMNS,
-    decision_row,
-    snapshot_row,
-    step_row,
-)
-from agent_replay.store.writes import insert_many
+from agent_replay.store.mapping import decision_row, snapshot_row, step_row
+from agent_replay.store.models import DecisionRow, SnapshotRow, StepRow
+from agent_replay.store.writes import insert_rows
 from agent_replay.trace.base import STEP_TYPES, is_canonical
 from agent_replay.trace.models import Step
 from agent_replay.trace.validate import validate_trace
@@ -157,9 +154,9 @@ def _insert_batch(
     """Insert a batch's rows and count its steps; ``undo``: outside a savepoint, so a
     failure deletes what got in before it is raised (children first, by step id)."""
     try:
-        insert_many(store, "steps", STEP_COLUMNS, step_rows)
-        insert_many(store, "decisions", DECISION_COLUMNS, decision_rows)
-        insert_many(store, "snapshots", SNAPSHOT_COLUMNS, snapshot_rows)
+        insert_rows(store, StepRow, STEP_FIELDS, step_rows)
+        insert_rows(store, DecisionRow, DECISION_FIELDS, decision_rows)
+        insert_rows(store, SnapshotRow, SNAPSHOT_FIELDS, snapshot_rows)
         add_steps(store, trace_id, len(step_rows))
     except BaseException:
         if undo:

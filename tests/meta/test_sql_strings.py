@@ -59,8 +59,7 @@ KEEP: dict[str, str] = {
 """Modules that keep SQL text for good (the exceptions issue 19 names)."""
 
 _TODO = "to be moved to Peewee's query builder (issue 19)"
-CONVERT: dict[str, str] = {
-}
+CONVERT: dict[str, str] = {}
 """Today's modules that still build SQL by hand: the list may only shrink."""
 
 _STATEMENT = re.compile(
