@@ -5,63 +5,49 @@ into one store never collide: the next step number, pairing a result with its ca
 trace are read-then-write operations done under the write lock. Every value passes through the
 trace format's models (strict for the SDK, lenient for capture paths) and the same row builders
 ingest uses, so a trace recorded step by step is identical to the same trace ingested at once.
+
+This module is the API and its one-by-one path (validation, repairs, warnings). Beside it:
+``recorder_rows`` holds every statement the recorder reads and writes the store with (Peewee's
+query builder, the per-step ones compiled once), and ``recorder_batch`` the group-commit path
+behind ``record_steps_if_clean``. Both are called from here; neither calls back.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import NotFoundError, TraceFormatError, UsageError
 from agent_replay.services import costs, limits
+from agent_replay.services import recorder_rows as rows
 from agent_replay.services.derive import duration_between
 from agent_replay.services.derive import total_tokens as sum_tokens
 from agent_replay.services.ingest import prepare
+from agent_replay.services.recorder_batch import PendingStep, record_clean_batch
 from agent_replay.services.redact import Redactor, identity, redact_capped
 from agent_replay.store import ids, writers
 from agent_replay.store.db import Store
 from agent_replay.store.mapping import (
-    ANNOTATION_COLUMNS,
-    DECISION_COLUMNS,
-    SNAPSHOT_COLUMNS,
-    STEP_COLUMNS,
     annotation_dict,
     annotation_row,
     dec_meta,
-    decision_dict,
     decision_row,
     enc,
     enc_meta,
-    snapshot_dict,
     snapshot_row,
     step_cost,
-    step_dict,
     step_row,
 )
 from agent_replay.store.shapes import AnnotationJSON
-from agent_replay.store.writes import (
-    execute,
-    insert_many,
-    insert_trace_rows,
-    update_columns,
-    upsert_row,
-)
-from agent_replay.trace.base import STEP_TYPES, canonical_time, is_canonical
+from agent_replay.store.writes import insert_trace_rows
+from agent_replay.trace.base import canonical_time
 from agent_replay.trace.io import input_hash
 from agent_replay.trace.models import MAX_SAFE_INT, Annotation, Decision, Snapshot, Step, Trace
 from agent_replay.trace.validate import validate_trace
 
-_STEP_SELECT = ", ".join(f'"{c}"' for c in STEP_COLUMNS)
-
-# Step fields whose text is a step type or a timestamp (see ``_redact_step``).
-_PLAIN_TEXT_FIELDS = frozenset({"step_type", "started_at", "ended_at"})
-
-# A step for ``record_steps_if_clean``: its object (``step_number`` set), the producer's call
-# id (or ``None``), and whether it is still open (its result comes with ``end_step``).
-PendingStep = tuple[dict[str, Any], str | None, bool]
+__all__ = ["PendingStep", "TraceRecorder"]
 
 
 class TraceRecorder:
@@ -159,7 +145,7 @@ class TraceRecorder:
                 problem = f"must be a positive step number (got {target!r})"
             elif target >= step.step_number:
                 problem = f"must reference an earlier step (got {target})"
-            elif not self._step_exists(trace_id, target):
+            elif not rows.step_exists(self.db, trace_id, target):
                 problem = f"references step {target}, which does not exist"
             if problem:
                 if not self.lenient:
@@ -167,89 +153,33 @@ class TraceRecorder:
                 self.warnings.append(f"step {step.step_number}.{link}: {problem}; dropped")
                 setattr(step, link, None)
 
-    def _step_exists(self, trace_id: str, number: int) -> bool:
-        row = execute(
-            self.db,
-            "SELECT 1 FROM steps WHERE trace_id = ? AND step_number = ?",
-            [trace_id, number],
-        ).fetchone()
-        return row is not None
-
     def _require_trace(self, trace_id: str) -> tuple[Any, ...]:
-        row = execute(
-            self.db,
-            "SELECT id, status, started_at, ended_at FROM traces WHERE id = ?",
-            [trace_id],
-        ).fetchone()
+        row = rows.trace_head(self.db, trace_id)
         if row is None:
             raise NotFoundError(f"no trace {trace_id!r} to record into")
-        return tuple(row)
-
-    def _next_number(self, trace_id: str) -> int:
-        row = execute(
-            self.db, "SELECT MAX(step_number) FROM steps WHERE trace_id = ?", [trace_id]
-        ).fetchone()
-        return int(row[0] or 0) + 1
-
-    def _load_step(self, trace_id: str, number: int, *, children: bool = True) -> dict[str, Any]:
-        """A stored step as the format's object; ``children=False`` skips reading its decision
-        and snapshot (``end_step`` never touches them)."""
-        row = execute(
-            self.db,
-            f"SELECT {_STEP_SELECT} FROM steps WHERE trace_id = ? AND step_number = ?",
-            [trace_id, number],
-        ).fetchone()
-        if row is None:
-            raise NotFoundError(f"trace {trace_id} has no step {number}")
-        step_id = row[0]
-        # A plain dict: the recorder edits the stored step before validating it again.
-        if not children:
-            return cast("dict[str, Any]", step_dict(tuple(row)))
-        decision = execute(
-            self.db,
-            f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions WHERE step_id = ?",
-            [step_id],
-        ).fetchone()
-        snapshot = execute(
-            self.db,
-            f"SELECT {', '.join(SNAPSHOT_COLUMNS)} FROM snapshots WHERE step_id = ?",
-            [step_id],
-        ).fetchone()
-        step = step_dict(
-            tuple(row),
-            decision_dict(tuple(decision)) if decision else None,
-            snapshot_dict(tuple(snapshot)) if snapshot else None,
-        )
-        return cast("dict[str, Any]", step)
+        return row
 
     def _insert_step(
         self, trace_id: str, step: Step, *, call_id: str | None, is_open: bool
     ) -> None:
-        if self._step_exists(trace_id, step.step_number):
+        if rows.step_exists(self.db, trace_id, step.step_number):
             problem = f"step {step.step_number} already exists in trace {trace_id}"
             if not self.lenient:
                 raise UsageError(problem)
             self.warnings.append(f"{problem}; renumbered")
-            step.step_number = self._next_number(trace_id)
+            step.step_number = rows.next_step_number(self.db, trace_id)
         self._check_links(trace_id, step)
         if step.duration_ms is None:
             step.duration_ms = duration_between(step.started_at, step.ended_at)
         if costs.needs_price(step):
             costs.price_step(step)
         step.id = step.id or ids.new_id(ids.STEP)
-        insert_many(
+        rows.insert_step(
             self.db,
-            "steps",
-            STEP_COLUMNS,
-            [step_row(step, step.id, trace_id, call_id=call_id, is_open=is_open)],
+            step_row(step, step.id, trace_id, call_id=call_id, is_open=is_open),
+            decision_row(step, step.id, trace_id),
+            snapshot_row(step, step.id, trace_id),
         )
-        for table, columns, row in (
-            ("decisions", DECISION_COLUMNS, decision_row(step, step.id, trace_id)),
-            ("snapshots", SNAPSHOT_COLUMNS, snapshot_row(step, step.id, trace_id)),
-        ):
-            if row is not None:
-                insert_many(self.db, table, columns, [row])
-        execute(self.db, "UPDATE traces SET step_count = step_count + 1 WHERE id = ?", [trace_id])
 
     # --- the API ------------------------------------------------------------------------
 
@@ -282,19 +212,16 @@ class TraceRecorder:
             "metadata": self._object(metadata, "metadata"),
         }
         trace = self._validate_trace(data)
-        rows = prepare(
+        prepared = prepare(
             trace,
             created_ms=int(self.clock.now().timestamp() * 1000),
             source_format=source_format,
             otel_trace_id=otel_trace_id,
         )
         with self.db.write():
-            if (
-                trace_id is not None
-                and execute(self.db, "SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone()
-            ):
+            if trace_id is not None and rows.trace_exists(self.db, trace_id):
                 raise UsageError(f"a trace with id {trace_id} is already in the store")
-            insert_trace_rows(self.db, [rows])
+            insert_trace_rows(self.db, [prepared])
         assert trace.id is not None
         return trace.id
 
@@ -317,7 +244,9 @@ class TraceRecorder:
         _check_key(step_number, call_id, required=False)
         with self.db.write():
             self._require_trace(trace_id)
-            number = self._next_number(trace_id) if step_number is None else step_number
+            number = (
+                rows.next_step_number(self.db, trace_id) if step_number is None else step_number
+            )
             step = self._validate_step(
                 {
                     "step_number": number,
@@ -336,16 +265,7 @@ class TraceRecorder:
 
     def find_open_step(self, trace_id: str, call_id: str) -> int | None:
         """The number of the open step started with this producer call id, if any."""
-        row = execute(
-            self.db,
-            # ``+step_number``: without the unary plus SQLite sorts through the
-            # (trace_id, step_number) index and scans the whole trace (O(steps) per lookup)
-            # instead of seeking the partial steps_open_call index.
-            "SELECT step_number FROM steps WHERE trace_id = ? AND call_id = ? AND is_open = 1 "
-            "ORDER BY +step_number LIMIT 1",
-            [trace_id, call_id],
-        ).fetchone()
-        return int(row[0]) if row else None
+        return rows.open_step_number(self.db, trace_id, call_id)
 
     def end_step(
         self,
@@ -370,7 +290,7 @@ class TraceRecorder:
                 step_number = self.find_open_step(trace_id, call_id)
                 if step_number is None:
                     raise NotFoundError(f"trace {trace_id} has no open step for call {call_id}")
-            current = self._load_step(trace_id, step_number, children=False)
+            current = rows.load_step(self.db, trace_id, step_number, children=False)
             updates: dict[str, Any] = {
                 "output": output,
                 "error": error,
@@ -387,10 +307,10 @@ class TraceRecorder:
                 step.duration_ms = duration_between(step.started_at, step.ended_at)
             if costs.needs_price(step):
                 costs.price_step(step)
-            update_columns(
+            rows.close_step(
                 self.db,
-                "steps",
-                {"trace_id": trace_id, "step_number": step_number},
+                trace_id,
+                step_number,
                 {
                     "output": enc(step.output),
                     "error": step.error,
@@ -411,7 +331,7 @@ class TraceRecorder:
         with self.db.write():
             self._require_trace(trace_id)
             if data.get("step_number") is None:
-                data["step_number"] = self._next_number(trace_id)
+                data["step_number"] = rows.next_step_number(self.db, trace_id)
             model = self._validate_step(data)
             self._insert_step(trace_id, model, call_id=None, is_open=False)
             return model.step_number
@@ -434,158 +354,9 @@ class TraceRecorder:
         Raises:
             NotFoundError: there is no such trace.
         """
-        if not items:
-            return True
-        # Inside a caller's transaction (``pump``'s batch), no savepoint of its own: on SQLite a
-        # savepoint journals every page the inserts touch (2.5x their cost); every check that
-        # can refuse the batch runs before the first insert, and a failing insert undoes the
-        # rows already in (``_insert_batch``), so it is still all or nothing.
-        nested = self.db.is_sqlite and self.db.db.in_transaction()
-        with contextlib.nullcontext() if nested else self.db.write():
-            self._require_trace(trace_id)
-            datas: list[dict[str, Any]] = []
-            links: list[tuple[Any, Any]] = []
-            for data, _, _ in items:
-                redacted = self._redact_step(data)
-                links.append(
-                    (redacted.pop("parent_step", None), redacted.pop("caused_by_step", None))
-                )
-                datas.append(redacted)
-            given = [d.get("step_number") for d in datas]
-            numbers = [n for n in given if type(n) is int]
-            if len(numbers) != len(given) or len(set(numbers)) != len(numbers):
-                return False
-            targets = {t for pair in links for t in pair if t is not None}
-            stored = self._stored_numbers(
-                trace_id, [*numbers, *(t for t in targets if type(t) is int)]
-            )
-            if stored.intersection(numbers):
-                return False
-            try:
-                validated = validate_trace(
-                    {"agent_name": "recorder", "steps": datas}, lenient=self.lenient
-                )
-            except TraceFormatError:
-                return False
-            if validated.warnings:
-                return False
-            steps = validated.trace.steps
-            known = set(stored)
-            for step, (parent, caused_by) in zip(steps, links, strict=True):
-                for link, value in (("parent_step", parent), ("caused_by_step", caused_by)):
-                    if value is None:
-                        continue
-                    if self.lenient and isinstance(value, str) and value.strip().isdigit():
-                        value = int(value)  # as _validate_step coerces it
-                    if type(value) is not int or not 0 < value < step.step_number:
-                        return False
-                    if value not in known:
-                        return False
-                    setattr(step, link, value)
-                known.add(step.step_number)
-            fresh = iter(ids.new_ids(ids.STEP, len(steps)))
-            step_rows, decision_rows, snapshot_rows = [], [], []
-            for step, (_, call_id, is_open) in zip(steps, items, strict=True):
-                if step.duration_ms is None:
-                    step.duration_ms = duration_between(step.started_at, step.ended_at)
-                if costs.needs_price(step):
-                    costs.price_step(step)
-                step.id = step.id or next(fresh)
-                step_rows.append(
-                    step_row(step, step.id, trace_id, call_id=call_id, is_open=is_open)
-                )
-                decision = decision_row(step, step.id, trace_id)
-                if decision is not None:
-                    decision_rows.append(decision)
-                snapshot = snapshot_row(step, step.id, trace_id)
-                if snapshot is not None:
-                    snapshot_rows.append(snapshot)
-            self._insert_batch(trace_id, step_rows, decision_rows, snapshot_rows, undo=nested)
-            return True
-
-    def _insert_batch(
-        self,
-        trace_id: str,
-        step_rows: list[tuple[Any, ...]],
-        decision_rows: list[tuple[Any, ...]],
-        snapshot_rows: list[tuple[Any, ...]],
-        *,
-        undo: bool,
-    ) -> None:
-        """Insert a batch's rows and count its steps; ``undo``: outside a savepoint, so a
-        failure deletes what got in before it is raised (children first, by step id)."""
-        try:
-            insert_many(self.db, "steps", STEP_COLUMNS, step_rows)
-            insert_many(self.db, "decisions", DECISION_COLUMNS, decision_rows)
-            insert_many(self.db, "snapshots", SNAPSHOT_COLUMNS, snapshot_rows)
-            execute(
-                self.db,
-                "UPDATE traces SET step_count = step_count + ? WHERE id = ?",
-                [len(step_rows), trace_id],
-            )
-        except BaseException:
-            if undo:
-                step_ids = [row[0] for row in step_rows]
-                for table, key in (("decisions", "step_id"), ("snapshots", "step_id")):
-                    self._delete_in(table, key, step_ids)
-                self._delete_in("steps", "id", step_ids)
-            raise
-
-    def _delete_in(self, table: str, column: str, keys: list[Any]) -> None:
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            marks = ", ".join("?" * len(chunk))
-            execute(self.db, f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
-
-    def _redact_step(self, data: dict[str, Any]) -> dict[str, Any]:
-        """``self.redact(data)`` for a step object, minus the values that can't hold a secret
-        (``None``, numbers, a step type, a canonical timestamp), which it would return as they
-        are: every string otherwise costs a pattern scan. Always a new dict."""
-        kept: dict[str, Any] = {}
-        rest: dict[str, Any] = {}
-        for key, value in data.items():
-            if (
-                value is None
-                or type(value) in (int, float, bool)
-                or (
-                    key in _PLAIN_TEXT_FIELDS
-                    and type(value) is str
-                    and (value in STEP_TYPES or is_canonical(value))
-                )
-            ):
-                kept[key] = value
-            else:
-                rest[key] = value
-        redacted: dict[str, Any] = self.redact(rest)
-        redacted.update(kept)
-        return redacted
-
-    def _stored_numbers(self, trace_id: str, numbers: list[int]) -> set[int]:
-        """Which of these step numbers the trace already has.
-
-        A batch's numbers are mostly one run past the trace's last step: one range query (one
-        statement, prepared once) answers for a run; scattered numbers are looked up by list.
-        """
-        found: set[int] = set()
-        unique = sorted(set(numbers))
-        if unique and unique[-1] - unique[0] < 2 * len(unique) + 64:
-            rows = execute(
-                self.db,
-                "SELECT step_number FROM steps WHERE trace_id = ? AND step_number BETWEEN ? AND ?",
-                [trace_id, unique[0], unique[-1]],
-            ).fetchall()
-            wanted = set(unique)
-            return {int(r[0]) for r in rows if int(r[0]) in wanted}
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ", ".join("?" * len(chunk))
-            rows = execute(
-                self.db,
-                f"SELECT step_number FROM steps WHERE trace_id = ? AND step_number IN ({marks})",
-                [trace_id, *chunk],
-            ).fetchall()
-            found.update(int(r[0]) for r in rows)
-        return found
+        return record_clean_batch(
+            self.db, trace_id, items, redact=self.redact, lenient=self.lenient
+        )
 
     def decision(
         self,
@@ -607,20 +378,22 @@ class TraceRecorder:
         )
         with self.db.write():
             self._require_trace(trace_id)
-            if step_number is not None and self._step_exists(trace_id, step_number):
-                current = self._load_step(trace_id, step_number)
+            if step_number is not None and rows.step_exists(self.db, trace_id, step_number):
+                current = rows.load_step(self.db, trace_id, step_number)
                 current.pop("snapshot")
                 current["decision"] = data
                 step = self._validate_step(current)
                 row = decision_row(step, current["id"], trace_id)
                 assert row is not None
-                upsert_row(self.db, "decisions", DECISION_COLUMNS, row)
+                rows.put_decision(self.db, row)
                 return step_number
             return self._record_new(
                 trace_id,
                 {
                     "step_number": (
-                        self._next_number(trace_id) if step_number is None else step_number
+                        rows.next_step_number(self.db, trace_id)
+                        if step_number is None
+                        else step_number
                     ),
                     "step_type": "decision",
                     "name": name,
@@ -647,13 +420,13 @@ class TraceRecorder:
             else self._object(snapshot, "snapshot")
         )
         with self.db.write():
-            current = self._load_step(trace_id, step_number)
+            current = rows.load_step(self.db, trace_id, step_number)
             current.pop("decision")
             current["snapshot"] = data
             step = self._validate_step(current)
             row = snapshot_row(step, current["id"], trace_id)
             assert row is not None
-            upsert_row(self.db, "snapshots", SNAPSHOT_COLUMNS, row)
+            rows.put_snapshot(self.db, row)
 
     def annotate(
         self,
@@ -696,13 +469,15 @@ class TraceRecorder:
         assert model.id is not None
         with self.db.write():
             self._require_trace(trace_id)
-            if model.step_number is not None and not self._step_exists(trace_id, model.step_number):
+            if model.step_number is not None and not rows.step_exists(
+                self.db, trace_id, model.step_number
+            ):
                 raise NotFoundError(
                     f"trace {trace_id} has no step {model.step_number}",
                     hints=[f"`agent-replay show {trace_id}` lists its steps"],
                 )
             row = annotation_row(model, model.id, trace_id)
-            insert_many(self.db, "annotations", ANNOTATION_COLUMNS, [row])
+            rows.insert_annotation(self.db, row)
         return annotation_dict(row)
 
     def set_input(self, trace_id: str, input: Any) -> None:
@@ -711,10 +486,9 @@ class TraceRecorder:
         checked = self._validate_trace({"agent_name": "recorder", "input": input})
         with self.db.write():
             self._require_trace(trace_id)
-            update_columns(
+            rows.update_trace(
                 self.db,
-                "traces",
-                {"id": trace_id},
+                trace_id,
                 {"input": enc(checked.input), "input_hash": input_hash(checked.input)},
             )
 
@@ -737,29 +511,11 @@ class TraceRecorder:
         """Set a finished trace back to ``running`` (a session goes on after a turn ended)."""
         with self.db.write():
             self._require_trace(trace_id)
-            update_columns(
+            rows.update_trace(
                 self.db,
-                "traces",
-                {"id": trace_id},
+                trace_id,
                 {"status": "running", "ended_at": None, "total_duration_ms": None},
             )
-
-    def _derive_cost(self, trace_id: str, checked: Trace) -> None:
-        """A trace without a producer total costs the sum of its steps' costs (one indexed
-        aggregate), as ``costs.derive_total`` computes it for ingest."""
-        row = execute(
-            self.db,
-            "SELECT SUM(cost_usd), COUNT(cost_usd), "
-            "SUM(CASE WHEN step_type = 'llm_call' AND cost_usd IS NULL AND metadata LIKE ? "
-            "THEN 1 ELSE 0 END) FROM steps WHERE trace_id = ?",
-            [f'%"{costs.MISSING}"%', trace_id],
-        ).fetchone()
-        if not row or not row[1]:
-            return
-        checked.total_cost_usd = float(row[0])
-        checked.metadata["cost_from_steps"] = int(row[1])
-        if row[2]:
-            checked.metadata["cost_unpriced_steps"] = int(row[2])
 
     def end_trace(
         self,
@@ -792,14 +548,11 @@ class TraceRecorder:
                 }
             )
             if checked.total_tokens is None:
-                tokens = execute(
-                    self.db, "SELECT tokens_used FROM steps WHERE trace_id = ?", [trace_id]
-                ).fetchall()
-                checked.total_tokens = sum_tokens(r[0] for r in tokens)
+                checked.total_tokens = sum_tokens(rows.step_tokens(self.db, trace_id))
             if checked.total_duration_ms is None:
                 checked.total_duration_ms = duration_between(checked.started_at, checked.ended_at)
             if checked.total_cost_usd is None:
-                self._derive_cost(trace_id, checked)
+                rows.derive_cost(self.db, trace_id, checked)
             values: dict[str, Any] = {
                 "status": checked.status,
                 "ended_at": checked.ended_at,
@@ -813,11 +566,7 @@ class TraceRecorder:
             if error is not None:
                 values["error"] = checked.error
             if checked.metadata:  # the caller's, plus an offset ended_at kept by validation
-                current = dec_meta(
-                    execute(
-                        self.db, "SELECT metadata FROM traces WHERE id = ?", [trace_id]
-                    ).fetchone()[0]
-                )
+                current = dec_meta(rows.trace_metadata(self.db, trace_id))
                 added = dict(checked.metadata)
                 originals = {
                     **current.get("original_times", {}),
@@ -827,7 +576,7 @@ class TraceRecorder:
                 if originals:
                     merged["original_times"] = originals
                 values["metadata"] = enc_meta(merged)
-            update_columns(self.db, "traces", {"id": trace_id}, values)
+            rows.update_trace(self.db, trace_id, values)
             writers.unregister(self.db, trace_id)  # an ended trace has no writer to watch
 
 

@@ -59,14 +59,7 @@ KEEP: dict[str, str] = {
 """Modules that keep SQL text for good (the exceptions issue 19 names)."""
 
 _TODO = "to be moved to Peewee's query builder (issue 19)"
-CONVERT: dict[str, str] = {
-    "agent_replay/services/capture/event_traces.py": f"hand-built trace lookups, {_TODO}",
-    "agent_replay/services/capture/events.py": f"hand-built step-number read, {_TODO}",
-    "agent_replay/services/capture/importer.py": f"hand-built session lookups, {_TODO}",
-    "agent_replay/services/capture/session_writer.py": f"hand-built DELETE and cost SUM, {_TODO}",
-    "agent_replay/services/capture/transcript_follow.py": f"hand-built hook_follow SQL, {_TODO}",
-    "agent_replay/services/recorder.py": f"hand-built recorder SQL, {_TODO}",
-}
+CONVERT: dict[str, str] = {}
 """Today's modules that still build SQL by hand: the list may only shrink."""
 
 _STATEMENT = re.compile(

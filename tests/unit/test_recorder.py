@@ -500,6 +500,23 @@ def test_end_trace_derives_totals(store: Store, rec: TraceRecorder) -> None:
     assert (trace.status, trace.error) == ("failed", "boom")
 
 
+def test_end_trace_costs_the_priced_steps_and_counts_the_unpriced_calls(
+    store: Store, rec: TraceRecorder
+) -> None:
+    """Without a producer total, the trace costs its steps' costs; an ``llm_call`` whose
+    model has no price is counted as unpriced (the same figures ingest derives)."""
+    tid = rec.start_trace("bot", started_at=T(0))
+    rec.step(tid, {"step_type": "tool_call", "metadata": {"cost_usd": 0.25}})
+    rec.step(tid, {"step_type": "llm_call", "metadata": {"cost_usd": 0.5}})
+    unknown = {"input_tokens": 10, "output_tokens": 5}
+    rec.step(tid, {"step_type": "llm_call", "model": "no-such-model-x", "metadata": unknown})
+    rec.end_trace(tid, ended_at=T(1))
+    trace = get_trace(store, tid)
+    assert trace.total_cost_usd == 0.75
+    assert trace.metadata["cost_from_steps"] == 2
+    assert trace.metadata["cost_unpriced_steps"] == 1
+
+
 def test_end_trace_without_token_counts_leaves_none(store: Store, rec: TraceRecorder) -> None:
     tid = rec.start_trace("bot", started_at=T(0))
     rec.step(tid, {"step_type": "thought"})

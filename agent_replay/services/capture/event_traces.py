@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_replay.services.capture.protocol import EventReport, Rejected
+from agent_replay.services.recorder_rows import trace_exists
 from agent_replay.store.db import Store
 from agent_replay.store.queries import producer_trace
-from agent_replay.store.writes import execute
 
 
 @dataclass(eq=False)
@@ -98,8 +98,7 @@ class TraceBook:
 
     def stored(self, trace_id: str) -> bool:
         """Whether ``trace_id`` names a trace in the store."""
-        row = execute(self.store, "SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone()
-        return row is not None
+        return trace_exists(self.store, trace_id)
 
     def resolve(self, event: dict[str, Any]) -> TraceState:
         """The trace an event other than trace_start records into (``Rejected``: none)."""

@@ -48,8 +48,8 @@ from agent_replay.services.capture.protocol import (
     rejection_reason,
 )
 from agent_replay.services.recorder import TraceRecorder
+from agent_replay.services.recorder_rows import next_step_number
 from agent_replay.store.db import Store
-from agent_replay.store.writes import execute
 from agent_replay.trace.base import canonical_time
 
 
@@ -296,12 +296,7 @@ class EventEngine:
 
     def _next(self, state: TraceState) -> int:
         if state.next_number is None:
-            row = execute(
-                self.store,
-                "SELECT MAX(step_number) FROM steps WHERE trace_id = ?",
-                [state.trace_id],
-            ).fetchone()
-            state.next_number = int(row[0] or 0) + 1
+            state.next_number = next_step_number(self.store, state.trace_id)
         return state.next_number
 
     def _claim_number(self, state: TraceState, requested: Any) -> int | None:

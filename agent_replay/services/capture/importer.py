@@ -33,7 +33,8 @@ from agent_replay.services.capture.session_writer import (
     head_records,
 )
 from agent_replay.store.db import DB_ERRORS, Store
-from agent_replay.store.writes import execute
+from agent_replay.store.models import TraceRow
+from agent_replay.store.retention import delete_traces
 
 
 class Parser(Protocol):
@@ -84,13 +85,14 @@ def iter_session_files(root: Path) -> Iterator[Path]:
 
 def find_imported(store: Store, source_format: str, session_id: str) -> str | None:
     """The trace already holding this session, if any (by ``source_format`` + ``session_id``)."""
-    row = execute(
-        store,
-        "SELECT id FROM traces WHERE session_id = ? AND source_format = ? "
-        "ORDER BY started_at_ms, id LIMIT 1",
-        [session_id, source_format],
-    ).fetchone()
-    return str(row[0]) if row else None
+    found = (
+        TraceRow.select(TraceRow.id)
+        .where((TraceRow.session_id == session_id) & (TraceRow.source_format == source_format))
+        .order_by(TraceRow.started_at_ms, TraceRow.id)
+        .limit(1)
+        .scalar(store.db)
+    )
+    return str(found) if found is not None else None
 
 
 def _import_died(store: Store, trace_id: str) -> bool:
@@ -100,7 +102,12 @@ def _import_died(store: Store, trace_id: str) -> bool:
     from agent_replay.store.mapping import dec_meta
 
     finalize_orphans(store)
-    row = execute(store, "SELECT status, metadata FROM traces WHERE id = ?", [trace_id]).fetchone()
+    row = (
+        TraceRow.select(TraceRow.status, TraceRow.metadata)
+        .where(TraceRow.id == trace_id)
+        .tuples()
+        .first(store.db)
+    )
     if row is None or row[0] != "timeout":
         return False
     exited = dec_meta(row[1]).get(EXITED_KEY)
@@ -254,8 +261,7 @@ def import_file(
         existing = find_imported(store, chosen, session_id)
         if existing is not None and _import_died(store, existing):
             # An earlier import of this session was killed half-way: start it over.
-            with store.write():
-                execute(store, "DELETE FROM traces WHERE id = ?", [existing])
+            delete_traces(store, [existing])
             existing = None
         if existing is not None:
             return FileResult(

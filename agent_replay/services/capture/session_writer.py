@@ -22,11 +22,14 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from peewee import fn
+
 from agent_replay.clock import Clock
 from agent_replay.errors import NotFoundError, TraceFormatError, UsageError
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
-from agent_replay.store.writes import execute
+from agent_replay.store.models import StepRow
+from agent_replay.store.retention import delete_traces
 from agent_replay.trace.base import normalize_time, time_before
 from agent_replay.trace.io import loads
 
@@ -262,13 +265,12 @@ class SessionWriter:
         subagent's cost is its ``llm_call`` steps' (``claude_transcript``)."""
         if self.trace_id is None or not steps:
             return None
-        marks = ", ".join("?" * len(steps))
-        row = execute(
-            self.store,
-            f"SELECT SUM(cost_usd) FROM steps WHERE trace_id = ? AND step_number IN ({marks})",
-            [self.trace_id, *steps],
-        ).fetchone()
-        return round(float(row[0]), 10) if row and row[0] is not None else None
+        total = (
+            StepRow.select(fn.SUM(StepRow.cost_usd))
+            .where((StepRow.trace_id == self.trace_id) & StepRow.step_number.in_(steps))
+            .scalar(self.store.db)
+        )
+        return round(float(total), 10) if total is not None else None
 
     def abort(self) -> None:
         """Undo a failed import: roll back the open batch and delete the partial trace."""
@@ -276,8 +278,7 @@ class SessionWriter:
         if self.trace_id is not None:
             # The recorder has no delete; this removes only the rows this import wrote (the
             # steps, tags, decisions and snapshots go with the trace: ON DELETE CASCADE).
-            with self.store.write():
-                execute(self.store, "DELETE FROM traces WHERE id = ?", [self.trace_id])
+            delete_traces(self.store, [self.trace_id])
             self.trace_id = None
 
 

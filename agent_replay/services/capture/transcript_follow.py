@@ -55,6 +55,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from peewee import SQL
+
 from agent_replay.services.capture import claude_state, claude_transcript, codex_rollout
 from agent_replay.services.capture.session_writer import (
     CLAUDE_TRANSCRIPT,
@@ -63,7 +65,8 @@ from agent_replay.services.capture.session_writer import (
 )
 from agent_replay.services.hook.session import SUBAGENT_KEY, Hook, error_marker
 from agent_replay.services.setup import CLAUDE_EVENTS
-from agent_replay.store.writes import execute
+from agent_replay.store.models import HookFollowRow, StepRow, TraceRow
+from agent_replay.store.statements import Statement, arg, insert_statement
 from agent_replay.trace.io import dumps, loads
 
 STATE_VERSION = 1
@@ -76,6 +79,56 @@ FOLLOW_EVENTS = frozenset(CLAUDE_EVENTS) - {"SessionStart"}
 """The events the hook mapping records (``hook.dialects.claude``); the others (notifications,
 instructions loaded, ...) read nothing."""
 _CLAUDE_FILE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.jsonl")
+
+# The statements a followed payload runs (the drainer's per-payload path: built once).
+_SAVED = Statement(
+    lambda: HookFollowRow.select(HookFollowRow.path, HookFollowRow.state).where(
+        HookFollowRow.trace_id == arg()
+    )
+)
+_INSERT_SAVED = insert_statement(
+    HookFollowRow,
+    [HookFollowRow.trace_id, HookFollowRow.path, HookFollowRow.state, HookFollowRow.updated_ms],
+)
+# Peewee writes an UPDATE's SET list in the model's field order: path, state, updated_ms.
+_UPDATE_SAVED = Statement(
+    lambda: HookFollowRow.update(
+        {
+            HookFollowRow.path: arg(),
+            HookFollowRow.state: arg(),
+            HookFollowRow.updated_ms: arg(),
+            HookFollowRow.error: SQL("NULL"),
+        }
+    ).where(HookFollowRow.trace_id == arg())
+)
+_NOTE_ERROR = Statement(
+    lambda: HookFollowRow.update(error=arg()).where(HookFollowRow.trace_id == arg())
+)
+_SOURCE_FORMAT = Statement(
+    lambda: TraceRow.select(TraceRow.source_format).where(TraceRow.id == arg())
+)
+_PROXY_STEP = Statement(  # ``**``: LIKE on SQLite, ILIKE on PostgreSQL (the same answer)
+    lambda: (
+        StepRow.select(StepRow.id)
+        .where(
+            (StepRow.trace_id == arg()) & (StepRow.step_type == arg()) & (StepRow.metadata ** arg())
+        )
+        .limit(arg())
+    )
+)
+_CALL_STEP = Statement(
+    lambda: (
+        StepRow.select(StepRow.step_number)
+        .where((StepRow.trace_id == arg()) & (StepRow.call_id == arg()))
+        .order_by(StepRow.step_number.desc())
+        .limit(arg())
+    )
+)
+_STEP_STATE = Statement(
+    lambda: StepRow.select(StepRow.is_open, StepRow.step_type, StepRow.ended_at).where(
+        (StepRow.trace_id == arg()) & (StepRow.step_number == arg())
+    )
+)
 
 
 def phase(hook: Hook) -> str | None:
@@ -108,8 +161,7 @@ def following(hook: Hook) -> bool:
     found = hook.find_trace()
     if found is None:
         return False
-    row = execute(hook.store, "SELECT 1 FROM hook_follow WHERE trace_id = ?", [found[0]])
-    return row.fetchone() is not None
+    return _SAVED.run(hook.store, (found[0],)).fetchone() is not None
 
 
 def _own_file(dialect: str, path: str) -> bool:
@@ -128,9 +180,7 @@ def _follow(hook: Hook) -> None:
     trace_id, path = found[0], Path(text)
     if _proxied(hook, trace_id):
         return  # ``agent-replay proxy`` records this session's model calls already
-    row = execute(
-        hook.store, "SELECT path, state FROM hook_follow WHERE trace_id = ?", [trace_id]
-    ).fetchone()
+    row = _SAVED.run(hook.store, (trace_id,)).fetchone()
     saved = loads(row[1]) if row is not None and row[0] == text else None
     if saved is None and not path.is_file():
         return
@@ -153,32 +203,18 @@ def _follow(hook: Hook) -> None:
     now_ms = int(time.time() * 1000)
     encoded = dumps(hook.rec.redact(state))
     if row is None:
-        execute(
-            hook.store,
-            "INSERT INTO hook_follow (trace_id, path, state, updated_ms) VALUES (?, ?, ?, ?)",
-            [trace_id, text, encoded, now_ms],
-        )
+        _INSERT_SAVED.run(hook.store, (trace_id, text, encoded, now_ms))
     else:
-        execute(
-            hook.store,
-            "UPDATE hook_follow SET path = ?, state = ?, updated_ms = ?, error = NULL "
-            "WHERE trace_id = ?",
-            [text, encoded, now_ms, trace_id],
-        )
+        _UPDATE_SAVED.run(hook.store, (text, encoded, now_ms, trace_id))
 
 
 def _proxied(hook: Hook, trace_id: str) -> bool:
     """Whether ``agent-replay proxy`` records this trace's model calls: it opened the trace,
     or joined the one the hook opened (its steps carry ``metadata.proxy``)."""
-    row = execute(hook.store, "SELECT source_format FROM traces WHERE id = ?", [trace_id])
-    if row.fetchone()[0] != hook.dialect.source_format:
+    row = _SOURCE_FORMAT.run(hook.store, (trace_id,)).fetchone()
+    if row[0] != hook.dialect.source_format:
         return True
-    found = execute(
-        hook.store,
-        "SELECT 1 FROM steps WHERE trace_id = ? AND step_type = 'llm_call' "
-        "AND metadata LIKE ? LIMIT 1",
-        [trace_id, '%"proxy":%'],
-    )
+    found = _PROXY_STEP.run(hook.store, (trace_id, "llm_call", '%"proxy":%', 1))
     return found.fetchone() is not None
 
 
@@ -188,11 +224,7 @@ def _note_error(hook: Hook, message: str) -> None:
         return
     try:
         with hook.store.db.atomic():
-            execute(
-                hook.store,
-                "UPDATE hook_follow SET error = ? WHERE trace_id = ?",
-                [message[:500], found[0]],
-            )
+            _NOTE_ERROR.run(hook.store, (message[:500], found[0]))
     except Exception:  # noqa: BLE001 - the note is best effort; the payload is what matters
         return
 
@@ -437,12 +469,7 @@ class _FollowWriter(SessionWriter):
         return kept
 
     def _call_step(self, call_id: str) -> int | None:
-        row = execute(
-            self.store,
-            "SELECT step_number FROM steps WHERE trace_id = ? AND call_id = ? "
-            "ORDER BY step_number DESC LIMIT 1",
-            [self.trace_id, call_id],
-        ).fetchone()
+        row = _CALL_STEP.run(self.store, (self.trace_id, call_id, 1)).fetchone()
         return int(row[0]) if row else None
 
     def open_step(self, step_type: str, name: str | None = None, **fields: Any) -> int:
@@ -458,11 +485,7 @@ class _FollowWriter(SessionWriter):
 
     def close_step(self, number: int, **fields: Any) -> None:
         assert self.trace_id is not None
-        row = execute(
-            self.store,
-            "SELECT is_open, step_type, ended_at FROM steps WHERE trace_id = ? AND step_number = ?",
-            [self.trace_id, number],
-        ).fetchone()
+        row = _STEP_STATE.run(self.store, (self.trace_id, number)).fetchone()
         if row is None:
             return
         if not row[0] and row[1] == "tool_call":
