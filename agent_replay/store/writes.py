@@ -19,10 +19,9 @@ itself (NUL, bool: ``store/db.pg_value``). What differs is how rows travel:
   statement of ``arg()`` placeholders too, compiled once per size: full chunks, then the rest
   in power-of-two sizes.
 
-Peewee and the models are imported when a write first needs them, not with this module:
-modules that only want ``execute`` (re-exported from ``store.core`` while issue 19's conversion
-is under way) import it from here without loading them. Callers pass models, so peewee is
-loaded by the time a write runs anyway.
+Peewee and the models are imported when a write first needs them, not with this module (it
+is imported on paths that never write); callers pass models, so peewee is loaded by the time a
+write runs anyway.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent_replay.store.core import Store
-from agent_replay.store.core import execute as execute  # moved to core; see the note at the end
 from agent_replay.store.mapping import TraceRows
 
 if TYPE_CHECKING:
@@ -245,63 +243,3 @@ def existing_trace_ids(store: Store, ids: Sequence[str]) -> set[str]:
         query = TraceRow.select(TraceRow.id).where(TraceRow.id.in_(chunk)).tuples()
         found.update(row[0] for row in query.execute(store.db))
     return found
-
-
-# --- the transition (issue 19) ----------------------------------------------------------------
-#
-# The table-name forms the services still call while other branches convert them. Each maps
-# the table to its model and the column names to its fields (cached), then runs the model form.
-
-_TABLES: dict[tuple[str, tuple[str, ...]], tuple[type[Model], tuple[Field, ...]]] = {}
-
-
-def _table_fields(table: str, columns: Sequence[str]) -> tuple[type[Model], tuple[Field, ...]]:
-    try:
-        return _TABLES[(table, columns)]  # type: ignore[index]  # a list fails: TypeError
-    except (KeyError, TypeError):
-        pass
-    key = (table, tuple(columns))
-    found = _TABLES.get(key)
-    if found is None:
-        from agent_replay.store.models import ALL_MODELS
-
-        model = next((m for m in ALL_MODELS if m._meta.table_name == table), None)
-        if model is None:
-            raise KeyError(f"no model for table {table!r}")
-        found = _TABLES[key] = (model, tuple(model._meta.columns[c] for c in key[1]))
-    return found
-
-
-def insert_many(store: Store, table: str, columns: Sequence[str], rows: list[Any]) -> None:
-    """``insert_rows`` by table and column names (being removed, issue 19)."""
-    if rows:
-        model, fields = _table_fields(table, columns)
-        insert_rows(store, model, fields, rows)
-
-
-def insert_ignore_many(store: Store, table: str, columns: Sequence[str], rows: list[Any]) -> None:
-    """``insert_rows(..., ignore=True)`` by table and column names (being removed, issue 19)."""
-    if rows:
-        model, fields = _table_fields(table, columns)
-        insert_rows(store, model, fields, rows, ignore=True)
-
-
-def upsert_row(store: Store, table: str, columns: Sequence[str], row: tuple[Any, ...]) -> None:
-    """``replace_rows`` of one row by table and column names (being removed, issue 19)."""
-    model, fields = _table_fields(table, columns)
-    replace_rows(store, model, fields, [row])
-
-
-def update_columns(store: Store, table: str, key: dict[str, Any], values: dict[str, Any]) -> int:
-    """``update_rows`` by table and column names (being removed, issue 19)."""
-    if not values:
-        return 0
-    model, _ = _table_fields(table, ())
-    return _update(
-        store, model, tuple(key), list(key.values()), tuple(values), list(values.values())
-    )
-
-
-# ``execute`` (SQL text with ``?`` placeholders) is ``store.core.execute``, re-exported above:
-# deprecated, being removed (issue 19) once the services build their statements with the query
-# builder (``store/models``; ``store/statements`` for a statement run per row).

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from agent_replay.services.hook.drain import drain_with_lock, pending_count
 from agent_replay.services.limits import MARKER
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store, open_store
-from agent_replay.store.writes import execute
 
 
 def _payload(n: int, output: str) -> bytes:

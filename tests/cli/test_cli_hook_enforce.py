@@ -20,9 +20,9 @@ from probe import HOOK_HEAVY, probe
 from agent_replay.clock import SystemClock
 from agent_replay.services.guard.manage import add_policy
 from agent_replay.services.hook.drain import drain_with_lock
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
-from agent_replay.store.writes import execute
 
 HARNESSES = {
     "claude": ("claude-code/plain", "PreToolUse", "Bash"),

@@ -18,8 +18,8 @@ from captures import HARNESS
 
 from agent_replay.services.capture.importer import import_file
 from agent_replay.services.capture.session_writer import SessionWriter
+from agent_replay.store.core import execute
 from agent_replay.store.db import open_store
-from agent_replay.store.writes import execute
 
 Cli = Any
 

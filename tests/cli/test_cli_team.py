@@ -23,10 +23,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store, open_store
 from agent_replay.store.queries import trace_json
 from agent_replay.store.transfer import trace_ids
-from agent_replay.store.writes import execute
 
 Cli = Any  # tests/cli/conftest.py's ``cli`` fixture: cli(*args) -> Result(code, out, err)
 PG_ONLY = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)

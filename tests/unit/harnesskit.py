@@ -23,9 +23,9 @@ from captures import HARNESS
 
 from agent_replay.entry import main
 from agent_replay.services.hook.drain import drain_with_lock
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
-from agent_replay.store.writes import execute
 
 PRE_TOOL = frozenset({"PreToolUse", "BeforeTool"})
 DENY_SUMMARY = [

@@ -14,9 +14,9 @@ from typing import Any
 from captures import FIXTURES
 
 from agent_replay.services.otel.server import OtelReceiver
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import trace_json
-from agent_replay.store.writes import execute
 
 OTLP = FIXTURES / "otlp"
 HARNESS = FIXTURES / "harness"

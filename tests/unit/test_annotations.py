@@ -20,9 +20,9 @@ from agent_replay.services.ingest import ingest_many, ingest_trace
 from agent_replay.services.prune import remove
 from agent_replay.services.push import push
 from agent_replay.services.recorder import TraceRecorder
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import TraceFilter, list_traces, trace_json
-from agent_replay.store.writes import execute
 from agent_replay.trace.validate import validate_trace
 
 SECRET = "ghp_" + "a1B2" * 10

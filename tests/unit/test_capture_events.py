@@ -17,9 +17,9 @@ from agent_replay.services.capture.events import EventEngine
 from agent_replay.services.capture.protocol import EventReport
 from agent_replay.services.capture.pump import FdReader, NativeSink, finish, pump
 from agent_replay.services.recorder import TraceRecorder
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.queries import get_trace, list_traces, trace_json
-from agent_replay.store.writes import execute
 
 T = "2026-01-01T10:00:{:06.3f}Z".format
 

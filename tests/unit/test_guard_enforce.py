@@ -18,9 +18,9 @@ from agent_replay.services.guard.verdict import is_blocked
 from agent_replay.services.hook.drain import drain
 from agent_replay.services.hook.enforce import answer, harness_of, is_pre_tool, run_fast
 from agent_replay.services.hook.harness import detect
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.queries import step_dicts
-from agent_replay.store.writes import execute
 
 PRE_TOOL_FILES = {
     "claude": ["claude-code/plain", "claude-code/otel", "claude-code/subagent"],

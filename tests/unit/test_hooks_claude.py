@@ -23,9 +23,9 @@ from agent_replay.entry import main
 from agent_replay.services.hook.capture import detect_dialect
 from agent_replay.services.hook.drain import drain_with_lock
 from agent_replay.services.hook.session import NO_RESULT
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store, open_store
 from agent_replay.store.queries import trace_json
-from agent_replay.store.writes import execute
 
 PROMPT = (
     "List the files in this directory, read notes.txt, write a short summary.txt, then check "

@@ -15,9 +15,9 @@ from agent_replay.clock import FixedClock
 from agent_replay.services.capture import claude_transcript
 from agent_replay.services.capture.importer import detect_format, import_file, import_path
 from agent_replay.services.capture.session_writer import SessionWriter
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
-from agent_replay.store.writes import execute
 
 FIXTURES = HARNESS / "claude-code"
 SCRIPTED_TOOLS = ["Bash", "Read", "Write", "Bash"]

@@ -14,9 +14,9 @@ from captures import HARNESS
 from agent_replay.clock import FixedClock
 from agent_replay.services.capture import codex_rollout
 from agent_replay.services.capture.importer import detect_format, import_file
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
-from agent_replay.store.writes import execute
 
 FIXTURES = HARNESS / "codex"
 

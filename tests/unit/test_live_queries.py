@@ -11,6 +11,7 @@ import pytest
 
 from agent_replay.clock import FixedClock
 from agent_replay.services.recorder import TraceRecorder
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.live import (
     LiveCursor,
@@ -23,7 +24,6 @@ from agent_replay.store.live import (
     watched_traces,
 )
 from agent_replay.store.live_feed import LiveFeed
-from agent_replay.store.writes import execute
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 

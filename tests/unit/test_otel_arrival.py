@@ -23,7 +23,7 @@ from otelkit import (
 )
 
 from agent_replay.services.otel.build import trace_id_for
-from agent_replay.store.writes import execute
+from agent_replay.store.core import execute
 
 WEATHER_ID = "23c11c66e93ed00bec72a044ccf095d2"  # fixture 0005's OTel trace
 

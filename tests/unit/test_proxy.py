@@ -31,9 +31,9 @@ from agent_replay.services.proxy.replay import load_plan
 from agent_replay.services.proxy.replies import read_reply
 from agent_replay.services.proxy.rerun import rerun_command
 from agent_replay.services.proxy.session import Grouping
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.queries import trace_json
-from agent_replay.store.writes import execute
 
 
 @pytest.fixture(autouse=True)

@@ -252,7 +252,7 @@ def final_text(api: str, seen: list[Any]) -> str:
 
 
 def only_trace(store: Store) -> dict[str, Any]:
-    from agent_replay.store.writes import execute
+    from agent_replay.store.core import execute
 
     rows = execute(store, "SELECT id FROM traces ORDER BY started_at_ms", []).fetchall()
     assert len(rows) == 1, rows

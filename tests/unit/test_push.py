@@ -15,11 +15,11 @@ from agent_replay.services.demo import load_demo
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.services.push import push
 from agent_replay.services.recorder import TraceRecorder
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import TraceFilter, count_traces, trace_json
 from agent_replay.store.trace_search import search
 from agent_replay.store.transfer import read_traces, trace_ids
-from agent_replay.store.writes import execute
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 

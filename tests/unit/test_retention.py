@@ -16,12 +16,12 @@ from agent_replay.services.demo import load_demo
 from agent_replay.services.ingest import ingest_many, ingest_trace
 from agent_replay.services.otel.nodes import trace_id_for
 from agent_replay.services.prune import prunable, remove, resolve_ids
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.queries import count_traces
 from agent_replay.store.retention import reclaim_space
 from agent_replay.store.trace_search import search
 from agent_replay.store.transfer import trace_ids
-from agent_replay.store.writes import execute
 
 DAY_MS = 86_400_000
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)

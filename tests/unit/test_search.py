@@ -13,11 +13,11 @@ import pytest
 from agent_replay.clock import FixedClock
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.services.recorder import TraceRecorder
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.store.queries import TraceFilter, list_traces
 from agent_replay.store.search import cut_snippet, fts5_query, parse_search, tsquery
 from agent_replay.store.trace_search import search
-from agent_replay.store.writes import execute
 
 
 def ids(results: list[Any]) -> list[str]:

@@ -22,7 +22,8 @@ from agent_replay.services.demo import POLICY_COLUMNS, demo_policies, load_demo
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store import stats
 from agent_replay.store.db import Store
-from agent_replay.store.writes import insert_many
+from agent_replay.store.models import PolicyRow
+from agent_replay.store.writes import insert_rows
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 """The shared ``clock`` fixture's instant."""
@@ -130,7 +131,7 @@ def handcrafted(store: Store, clock: FixedClock) -> Store:
     rows = demo_policies(clock)
     rows[2] = (*rows[2][:6], 0, rows[2][7])  # one disabled policy
     with store.write():
-        insert_many(store, "policies", POLICY_COLUMNS, rows)
+        insert_rows(store, PolicyRow, [PolicyRow._meta.columns[c] for c in POLICY_COLUMNS], rows)
     return store
 
 

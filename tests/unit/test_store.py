@@ -20,6 +20,7 @@ from agent_replay.errors import (
     UsageError,
 )
 from agent_replay.services.ingest import ingest_many, ingest_trace
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database, open_store
 from agent_replay.store.queries import (
     SORT_COLUMNS,
@@ -31,7 +32,6 @@ from agent_replay.store.queries import (
     resolve_trace_id,
     trace_json,
 )
-from agent_replay.store.writes import execute
 from agent_replay.trace.io import iter_jsonl
 from agent_replay.trace.models import time_ms
 

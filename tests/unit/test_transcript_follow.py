@@ -20,8 +20,8 @@ from harnesskit import payloads, relocate, replay_hooks, tool_calls, traces_by_f
 
 from agent_replay.clock import FixedClock
 from agent_replay.services.capture.importer import import_path
+from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.writes import execute
 from agent_replay.trace.base import normalize_time
 
 HOOK = {"claude-code": "claude-code-hook", "codex": "codex-hook", "gemini-cli": "gemini-cli-hook"}

@@ -7,10 +7,8 @@ from agent_replay.store.models import DecisionRow, StepRow, TagRow, TraceRow
 from agent_replay.store.writes import (
     PG_MAX_ROWS,
     existing_trace_ids,
-    insert_many,
     insert_rows,
     replace_rows,
-    update_columns,
     update_rows,
 )
 
@@ -97,18 +95,15 @@ def test_an_update_binds_values_given_in_any_order_to_their_columns(store: Store
             {TraceRow.source_format: "otlp", TraceRow.status: "failed", TraceRow.error: "boom"},
         )
         assert changed == 1
-        assert update_columns(store, "traces", {"id": ids[0]}, {"error": "e", "status": "x"}) == 1
+        assert (
+            update_rows(
+                store, TraceRow, {TraceRow.id: ids[0]}, {TraceRow.error: "e", TraceRow.status: "x"}
+            )
+            == 1
+        )
         assert update_rows(store, TraceRow, {TraceRow.id: "missing"}, {TraceRow.error: "e"}) == 0
     rows = _all(store, TraceRow.id, TraceRow.status, TraceRow.error, TraceRow.source_format)
     assert rows == [(ids[0], "x", "e", None), (ids[1], "failed", "boom", "otlp")]
-
-
-def test_the_table_name_forms_still_write(store: Store) -> None:
-    """The transition's wrappers (issue 19) map a table and its column names to the model."""
-    (trace,) = _traces(store, 1)
-    with store.write():
-        insert_many(store, "tags", ["trace_id", "tag", "position"], [(trace, "t", 0)])
-    assert _all(store, TagRow.trace_id, TagRow.tag) == [(trace, "t")]
 
 
 def test_existing_trace_ids_finds_them_across_chunks(store: Store) -> None:

@@ -34,9 +34,19 @@ from agent_replay.store.mapping import (
     TRACE_COLUMNS,
     TraceRows,
 )
-from agent_replay.store.models import DecisionRow, SnapshotRow, StepRow, TagRow, TraceRow
+from agent_replay.store.models import (
+    DECISION_FIELDS,
+    SNAPSHOT_FIELDS,
+    STEP_FIELDS,
+    TAG_FIELDS,
+    DecisionRow,
+    SnapshotRow,
+    StepRow,
+    TagRow,
+    TraceRow,
+)
 from agent_replay.store.statements import Statement, arg
-from agent_replay.store.writes import insert_many, insert_trace_rows
+from agent_replay.store.writes import insert_rows, insert_trace_rows
 
 _CREATED = TRACE_COLUMNS.index("created_at_ms")
 _STARTED_MS = TRACE_COLUMNS.index("started_at_ms")
@@ -153,7 +163,7 @@ def _update(store: Store, built: list[TraceRows], stored: dict[str, tuple[Any, .
         drop.extend(before)  # steps this build no longer has
     _DELETE_STEPS.run(store, drop)  # their decisions and snapshots go with them (cascade)
     _DELETE_TAGS.run(store, retag)
-    insert_many(store, "tags", TAG_COLUMNS, tags)
-    insert_many(store, "steps", STEP_COLUMNS, steps)
-    insert_many(store, "decisions", DECISION_COLUMNS, decisions)
-    insert_many(store, "snapshots", SNAPSHOT_COLUMNS, snapshots)
+    insert_rows(store, TagRow, TAG_FIELDS, tags)
+    insert_rows(store, StepRow, STEP_FIELDS, steps)
+    insert_rows(store, DecisionRow, DECISION_FIELDS, decisions)
+    insert_rows(store, SnapshotRow, SNAPSHOT_FIELDS, snapshots)
