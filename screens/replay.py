@@ -86,6 +86,7 @@ class PlayheadView(ScrollView, can_focus=False):
         self._cache: LRUCache[tuple[int, int, bool], Strip] = LRUCache(256)
         self._styles: dict[str, Style] = {}
         self._header: tuple[int, Strip] | None = None
+        self._pass_style: Style | None = None
         self.widths = [width for _, _, width in COLUMNS]
         """Cells per column (the step number's grows with the trace: ``10000`` needs 5)."""
 
@@ -179,6 +180,18 @@ class PlayheadView(ScrollView, can_focus=False):
             self._styles[name] = style
         return style
 
+    @property
+    def base_style(self) -> Style:
+        """The widget's Rich style, looked up once per render pass (as ``CursorLines``)."""
+        return self.rich_style if self._pass_style is None else self._pass_style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         if y == 0:
@@ -190,7 +203,7 @@ class PlayheadView(ScrollView, can_focus=False):
             return self._header[1]
         index = self.scroll_offset.y + y - 1
         if not 0 <= index < self._count:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         is_cursor = index == self._count - 1
         key = (index, width, is_cursor)
         strip = self._cache.get(key)
@@ -231,11 +244,11 @@ class PlayheadView(ScrollView, can_focus=False):
                 if cursor is not None:
                     parts.append(cursor)
                 segments.append(Segment(text, Style.combine(parts)))
-        return Strip(segments).crop_extend(0, width, self.rich_style).simplify()
+        return Strip(segments).crop_extend(0, width, self.base_style).simplify()
 
     def _strip(self, text: Text, width: int) -> Strip:
         segments = list(text.render(self.app.console))
-        return Strip(segments).crop_extend(0, width, self.rich_style).simplify()
+        return Strip(segments).crop_extend(0, width, self.base_style).simplify()
 
 
 class ReplayScreen(TraceScreen):

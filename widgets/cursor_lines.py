@@ -81,6 +81,8 @@ class CursorLines(ScrollView, can_focus=True):
         self.strip_cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(STRIP_CACHE_SIZE)
         """Rendered lines by (row index, width, cursor state); bounded, whatever the length."""
         self._header: tuple[int, Strip] | None = None
+        self._pass_style: Style | None = None
+        """The widget's Rich style during a render pass (``base_style``)."""
 
     # --- what a subclass provides -----------------------------------------------------
 
@@ -207,6 +209,19 @@ class CursorLines(ScrollView, can_focus=True):
             f"{self.COMPONENT_PREFIX}--{name}", partial=partial, default=Style()
         )
 
+    @property
+    def base_style(self) -> Style:
+        """The widget's Rich style (its background), looked up once per render pass: each
+        lookup walks the ancestors' backgrounds, which cost more than building a row."""
+        return self.rich_style if self._pass_style is None else self._pass_style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         if y == 0:
@@ -215,7 +230,7 @@ class CursorLines(ScrollView, can_focus=True):
             return self._header[1]
         index = self.scroll_offset.y + y - 1
         if not 0 <= index < self.line_count:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         cursor_state = 0 if index != self.cursor else (2 if self.has_focus else 1)
         key = (index, width, cursor_state)
         strip = self.strip_cache.get(key)
@@ -227,4 +242,4 @@ class CursorLines(ScrollView, can_focus=True):
     def to_strip(self, text: Text, width: int) -> Strip:
         """``text`` as one line of exactly ``width`` cells on the widget's background."""
         segments = list(text.render(self.app.console))
-        return Strip(segments).crop_extend(0, width, self.rich_style).simplify()
+        return Strip(segments).crop_extend(0, width, self.base_style).simplify()
