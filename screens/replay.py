@@ -32,6 +32,7 @@ from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.errors import AgentReplayError
 from agent_replay.screens.base import TraceScreen
 from agent_replay.services.replay import INSTANT, Replay, faster, slower, speed_label
+from agent_replay.widgets.cursor_lines import LineView
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.replay_state import ReplayState
 from agent_replay.widgets.step_timeline import STEP_ICONS
@@ -49,7 +50,7 @@ TUI_SPEED = 1.0
 """The screen starts at 1×: as recorded (long steps capped), so the playhead can be watched."""
 
 
-class PlayheadView(ScrollView, can_focus=False):
+class PlayheadView(LineView, can_focus=False):
     """The revealed steps, the last one (the playhead) highlighted: a Line-API view that
     renders only the visible lines, so a move costs the same at step 5,000 as at step 1.
     Never focused: the screen owns every key.
@@ -86,7 +87,6 @@ class PlayheadView(ScrollView, can_focus=False):
         self._cache: LRUCache[tuple[int, int, bool], Strip] = LRUCache(256)
         self._styles: dict[str, Style] = {}
         self._header: tuple[int, Strip] | None = None
-        self._pass_style: Style | None = None
         self.widths = [width for _, _, width in COLUMNS]
         """Cells per column (the step number's grows with the trace: ``10000`` needs 5)."""
 
@@ -179,18 +179,6 @@ class PlayheadView(ScrollView, can_focus=False):
             style = self.get_component_rich_style(f"playhead-view--{name}", partial=True)
             self._styles[name] = style
         return style
-
-    @property
-    def base_style(self) -> Style:
-        """The widget's Rich style, looked up once per render pass (as ``CursorLines``)."""
-        return self.rich_style if self._pass_style is None else self._pass_style
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        self._pass_style = self.rich_style
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._pass_style = None
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width

@@ -55,7 +55,28 @@ def cursor_bindings(prefix: str, noun: str, *, vim: bool = False) -> list[Bindin
     ]
 
 
-class CursorLines(ScrollView, can_focus=True):
+class LineView(ScrollView):
+    """A ``ScrollView`` whose rows use ``base_style`` for their background: the widget's Rich
+    style, looked up once per render pass. Each ``rich_style`` lookup walks the ancestors'
+    backgrounds, which costs more than building a row; a ``render_line`` called on its own
+    still looks it up."""
+
+    _pass_style: Style | None = None
+
+    @property
+    def base_style(self) -> Style:
+        """The widget's Rich style (its background)."""
+        return self.rich_style if self._pass_style is None else self._pass_style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
+
+class CursorLines(LineView, can_focus=True):
     """A header line and ``line_count`` rows, rendered on demand, with a cursor.
 
     Subclasses implement ``line_count``, ``render_header`` and ``render_row``, call
@@ -81,8 +102,6 @@ class CursorLines(ScrollView, can_focus=True):
         self.strip_cache: LRUCache[tuple[int, int, int], Strip] = LRUCache(STRIP_CACHE_SIZE)
         """Rendered lines by (row index, width, cursor state); bounded, whatever the length."""
         self._header: tuple[int, Strip] | None = None
-        self._pass_style: Style | None = None
-        """The widget's Rich style during a render pass (``base_style``)."""
 
     # --- what a subclass provides -----------------------------------------------------
 
@@ -208,19 +227,6 @@ class CursorLines(ScrollView, can_focus=True):
         return self.get_component_rich_style(
             f"{self.COMPONENT_PREFIX}--{name}", partial=partial, default=Style()
         )
-
-    @property
-    def base_style(self) -> Style:
-        """The widget's Rich style (its background), looked up once per render pass: each
-        lookup walks the ancestors' backgrounds, which cost more than building a row."""
-        return self.rich_style if self._pass_style is None else self._pass_style
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        self._pass_style = self.rich_style
-        try:
-            return super().render_lines(crop)
-        finally:
-            self._pass_style = None
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
