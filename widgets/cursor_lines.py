@@ -55,7 +55,28 @@ def cursor_bindings(prefix: str, noun: str, *, vim: bool = False) -> list[Bindin
     ]
 
 
-class CursorLines(ScrollView, can_focus=True):
+class LineView(ScrollView):
+    """A ``ScrollView`` whose rows use ``base_style`` for their background: the widget's Rich
+    style, looked up once per render pass. Each ``rich_style`` lookup walks the ancestors'
+    backgrounds, which costs more than building a row; a ``render_line`` called on its own
+    still looks it up."""
+
+    _pass_style: Style | None = None
+
+    @property
+    def base_style(self) -> Style:
+        """The widget's Rich style (its background)."""
+        return self.rich_style if self._pass_style is None else self._pass_style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._pass_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._pass_style = None
+
+
+class CursorLines(LineView, can_focus=True):
     """A header line and ``line_count`` rows, rendered on demand, with a cursor.
 
     Subclasses implement ``line_count``, ``render_header`` and ``render_row``, call
@@ -215,7 +236,7 @@ class CursorLines(ScrollView, can_focus=True):
             return self._header[1]
         index = self.scroll_offset.y + y - 1
         if not 0 <= index < self.line_count:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         cursor_state = 0 if index != self.cursor else (2 if self.has_focus else 1)
         key = (index, width, cursor_state)
         strip = self.strip_cache.get(key)
@@ -227,4 +248,4 @@ class CursorLines(ScrollView, can_focus=True):
     def to_strip(self, text: Text, width: int) -> Strip:
         """``text`` as one line of exactly ``width`` cells on the widget's background."""
         segments = list(text.render(self.app.console))
-        return Strip(segments).crop_extend(0, width, self.rich_style).simplify()
+        return Strip(segments).crop_extend(0, width, self.base_style).simplify()
