@@ -13,6 +13,10 @@ building checks that the compiled query has no other parameter.
     _CLOSE = Statement(lambda: StepRow.update(is_open=arg()).where(StepRow.id == arg()))
     _CLOSE.run(store, (0, step_id))
 
+An ``UPDATE``'s SET columns compile in the model's field order whatever order they are given
+in; a statement whose columns are given in another order is refused, since its parameters
+would land in the wrong columns.
+
 An ``INSERT`` built from a dict orders its columns as the model does; ``insert_statement``
 keeps the order of the fields given, so each row's values line up with them. A column it
 leaves out takes the table's own ``DEFAULT``, as in a hand-written ``INSERT`` (a model insert
@@ -24,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from peewee import Field, Insert, Model, Query, Value
+from peewee import Field, Insert, Model, Query, Update, Value
 
 from agent_replay.store.core import Store
 
@@ -34,6 +38,20 @@ _MARK = "\x00agent-replay:arg\x00"
 def arg() -> Value:
     """A parameter placeholder (no converter: the run's value is passed as it is)."""
     return Value(_MARK, converter=False, unpack=False)
+
+
+def _check_set_order(query: Query, context: Any) -> None:
+    """An ``UPDATE``'s SET list compiles in the model's field order, not the order given: its
+    ``arg()`` values would then read the run's parameters into the wrong columns. Refused
+    unless the columns are given in the order they compile in."""
+    if not isinstance(query, Update):
+        return
+    given = list(query._update.items())  # type: ignore[attr-defined]  # peewee's, untyped
+    compiled = [column.name for column, _ in sorted(given, key=context.column_sort_key)]
+    if [column.name for column, _ in given] != compiled:  # names: a field's == is an expression
+        raise TypeError(
+            f"a Statement's SET columns compile in the model's order: give them as {compiled}"
+        )
 
 
 class Statement:
@@ -52,7 +70,10 @@ class Statement:
     def _compiled(self, store: Store) -> tuple[str, int]:
         found = self._sql.get(store.backend)
         if found is None:
-            sql, params = store.db.get_sql_context().sql(self._build()).query()
+            query = self._build()
+            context = store.db.get_sql_context()
+            _check_set_order(query, context)
+            sql, params = context.sql(query).query()
             if any(param != _MARK for param in params):
                 raise TypeError(f"a Statement's parameters must all be arg(): {sql}")
             found = self._sql[store.backend] = (sql, len(params))

@@ -57,3 +57,21 @@ def test_a_multi_row_insert_takes_its_rows_one_after_the_other(store: Store) -> 
         insert.run(store, [v for i in range(3) for v in (f"t{i}", i, "a", "ok", i, i)])
     query = TraceRow.select(TraceRow.id, TraceRow.step_count).order_by(TraceRow.id)
     assert list(query.tuples().execute(store.db)) == [("t0", 0), ("t1", 1), ("t2", 2)]
+
+
+def test_set_columns_out_of_the_models_order_are_refused(store: Store) -> None:
+    """Peewee compiles SET in the model's order: given otherwise, the run's values would land
+    in each other's columns, so building refuses and names the order to use."""
+    swapped = Statement(
+        lambda: TraceRow.update({TraceRow.status: arg(), TraceRow.agent_name: arg()}).where(
+            TraceRow.id == arg()
+        )
+    )
+    with pytest.raises(TypeError, match=r"\['agent_name', 'status'\]"):
+        swapped.sql(store)
+    ordered = Statement(
+        lambda: TraceRow.update({TraceRow.agent_name: arg(), TraceRow.status: arg()}).where(
+            TraceRow.id == arg()
+        )
+    )
+    assert "SET" in ordered.sql(store)
