@@ -283,7 +283,15 @@ class TimelineScreen(TraceScreen):
         if self._partial:
             # Read the rest once the first steps are on screen (a worker reading 10,000 steps
             # beside the first paint would share the interpreter with it).
-            self.call_after_refresh(self.load_trace)
+            self.call_after_refresh(self._load_rest)
+
+    def _load_rest(self) -> None:
+        """Load the whole trace once the worker that posted its first steps has finished: an
+        exclusive load started while it is still returning would cancel it."""
+        if any(w.node is self and w.group == "trace" and not w.is_finished for w in self.workers):
+            self.set_timer(0.01, self._load_rest)
+            return
+        self.load_trace()
 
     def store_changed(self) -> None:
         """A running trace grows while it is open: read it again, the cursor kept."""
