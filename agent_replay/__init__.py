@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from agent_replay.services.recorder import TraceRecorder
     from agent_replay.store.db import Store, ensure_database
     from agent_replay.store.migrations import run_migrations
-    from agent_replay.store.queries import get_trace
+    from agent_replay.store.trace_detail import get_trace
     from agent_replay.trace.models import Decision, Snapshot, Step, Trace
 
 

@@ -184,7 +184,8 @@ class TraceScreen(BaseScreen):
                 waiting for the other steps. The screen then loads the whole trace.
             around: a step the partial load must include (the step to select first).
         """
-        from agent_replay.store.queries import resolve_trace_id, step_count, step_span, trace_json
+        from agent_replay.store.queries import step_count
+        from agent_replay.store.trace_detail import resolve_trace_id, step_span, trace_json
 
         store = self.app.store
         try:

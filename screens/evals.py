@@ -306,7 +306,7 @@ class EvalsScreen(BaseScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="evals", description="evals")
     def _load(self, after: tuple[int, Any] | None) -> None:
         from agent_replay.services.evals.records import recent_evals
-        from agent_replay.store.queries import resolve_trace_id, trace_json
+        from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
         store = self.app.store
         try:

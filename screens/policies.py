@@ -252,7 +252,7 @@ class PolicyFormScreen(PlainToasts, ModalScreen[PolicyDraft | None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="steps", description="steps")
     def _load_steps(self, trace_id: str) -> None:
-        from agent_replay.store.queries import step_dicts
+        from agent_replay.store.trace_detail import step_dicts
 
         store = agent_app(self).store
         with store.db.connection_context():

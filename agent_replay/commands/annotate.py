@@ -65,7 +65,7 @@ def command(
     from agent_replay.commands._common import emit_json, open_existing, safe
     from agent_replay.errors import UsageError
     from agent_replay.services.recorder import TraceRecorder
-    from agent_replay.store.queries import resolve_trace_id
+    from agent_replay.store.trace_detail import resolve_trace_id
 
     if not label.strip():
         raise UsageError("--label must not be blank")

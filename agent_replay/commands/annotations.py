@@ -33,7 +33,7 @@ def command(trace_id: str, label: str | None, store_dir: Path | None, as_json: b
         safe,
         truncate,
     )
-    from agent_replay.store.queries import annotation_dicts, resolve_trace_id
+    from agent_replay.store.trace_detail import annotation_dicts, resolve_trace_id
 
     with open_existing(store_dir) as store:
         full_id = resolve_trace_id(store, trace_id)

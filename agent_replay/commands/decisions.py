@@ -24,7 +24,7 @@ def command(trace_id: str, store_dir: Path | None, as_json: bool) -> int:
     """
     from agent_replay.commands._common import Painter, emit_json, open_existing, safe, use_color
     from agent_replay.services.analysis import decision_points
-    from agent_replay.store.queries import resolve_trace_id, step_dicts
+    from agent_replay.store.trace_detail import resolve_trace_id, step_dicts
 
     with open_existing(store_dir) as store:
         full_id = resolve_trace_id(store, trace_id)

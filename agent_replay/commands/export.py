@@ -139,7 +139,7 @@ def command(
 
 def _resolve(store: Any, trace_ids: tuple[str, ...]) -> list[str]:
     """Full ids for ids or prefixes, each once, in the order given (all checked first)."""
-    from agent_replay.store.queries import resolve_trace_id
+    from agent_replay.store.trace_detail import resolve_trace_id
 
     return list(dict.fromkeys(resolve_trace_id(store, text) for text in trace_ids))
 
@@ -159,7 +159,7 @@ def _write_atomically(output: Path, data: bytes) -> None:
 def _export_ids(trace_ids: tuple[str, ...], fmt: str, output: Path | None, store_dir: Any) -> int:
     """``export ID... --format json|jsonl``: those traces, in the order given."""
     from agent_replay.commands._common import open_current
-    from agent_replay.store.queries import trace_json
+    from agent_replay.store.trace_detail import trace_json
     from agent_replay.trace.io import dumps_bytes
 
     with open_current(store_dir) as store:
@@ -215,7 +215,7 @@ def _html(trace_ids: tuple[str, ...], output: Path | None, store_dir: Any) -> in
     from agent_replay.commands._common import open_current
     from agent_replay.errors import UsageError
     from agent_replay.services.html_page import render_page
-    from agent_replay.store.queries import trace_json
+    from agent_replay.store.trace_detail import trace_json
 
     if len(trace_ids) != 1:
         raise UsageError("--format html exports one trace: give its ID")

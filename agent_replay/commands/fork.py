@@ -182,7 +182,7 @@ def _fork_and_rerun(
     from agent_replay.services.evals.rerun import rerun_fork_step
     from agent_replay.services.fork import build_fork
     from agent_replay.services.ingest import ingest_trace
-    from agent_replay.store.queries import resolve_trace_id, trace_json
+    from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
     step_edit, trace_edit = edits
     clock = SystemClock()

@@ -60,7 +60,7 @@ def command(
     from agent_replay.commands._common import open_existing
     from agent_replay.errors import UsageError
     from agent_replay.services.replay import check_speed
-    from agent_replay.store.queries import resolve_trace_id, trace_json
+    from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
     speed = check_speed(speed)
     if from_step is not None and to_step is not None and to_step < from_step:

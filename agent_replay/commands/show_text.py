@@ -74,7 +74,7 @@ def prepare_show(store: Store, text: str, options: ShowOptions) -> ShowPlan:
         UsageError, NotFoundError, AmbiguousIdError: a bad window, or no such trace.
     """
     from agent_replay.errors import UsageError
-    from agent_replay.store.queries import resolve_trace_id, step_span, trace_json
+    from agent_replay.store.trace_detail import resolve_trace_id, step_span, trace_json
 
     from_step, to_step = options.from_step, options.to_step
     if from_step is not None and to_step is not None and to_step < from_step:
@@ -90,7 +90,7 @@ def prepare_show(store: Store, text: str, options: ShowOptions) -> ShowPlan:
 
 def write_show(store: Store, plan: ShowPlan) -> None:
     """Print the trace (the store stays open while its steps stream)."""
-    from agent_replay.store.queries import iter_step_dicts, step_metadata_with
+    from agent_replay.store.trace_detail import iter_step_dicts, step_metadata_with
 
     o = plan.options
 

@@ -52,7 +52,7 @@ def run_app(
         store = open_or_create(store_dir)
         label = store_label(store_dir)  # the directory, or the team store's URL (masked)
     if trace_id is not None:
-        from agent_replay.store.queries import resolve_trace_id
+        from agent_replay.store.trace_detail import resolve_trace_id
 
         trace_id = resolve_trace_id(store, trace_id)
     from agent_replay.app import make_app  # deferred: Textual, TUI only

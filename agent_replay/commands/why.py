@@ -41,7 +41,7 @@ def command(trace_id: str, step_number: int, store_dir: Path | None, as_json: bo
         step_out_of_range,
     )
     from agent_replay.services.analysis import why_chain
-    from agent_replay.store.queries import resolve_trace_id, step_dicts
+    from agent_replay.store.trace_detail import resolve_trace_id, step_dicts
 
     with open_existing(store_dir) as store:
         full_id = resolve_trace_id(store, trace_id)

@@ -125,7 +125,8 @@ def list_traces(store: Store, args: ListTracesArgs, clock: Clock) -> dict[str, A
 
 def get_trace(store: Store, args: GetTraceArgs, clock: Clock) -> dict[str, Any]:
     """A trace's header and a window of its steps, within a budget (see the module doc)."""
-    from agent_replay.store.queries import resolve_trace_id, step_count, trace_json
+    from agent_replay.store.queries import step_count
+    from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
     if args.to_step is not None and args.from_step is not None and args.to_step < args.from_step:
         raise UsageError(f"to_step {args.to_step} is before from_step {args.from_step}")
@@ -220,7 +221,7 @@ def why_step(store: Store, args: WhyArgs, clock: Clock) -> dict[str, Any]:
     """The causal chain behind a step: caused_by links, else the parent, else the nearest
     earlier decision."""
     from agent_replay.services.analysis import why_chain
-    from agent_replay.store.queries import resolve_trace_id, step_dicts
+    from agent_replay.store.trace_detail import resolve_trace_id, step_dicts
 
     trace_id = resolve_trace_id(store, args.trace_id)
     chain = why_chain(step_dicts(store, trace_id, to_step=args.step), args.step)
@@ -235,7 +236,7 @@ def why_step(store: Store, args: WhyArgs, clock: Clock) -> dict[str, Any]:
 def decisions(store: Store, args: DecisionsArgs, clock: Clock) -> dict[str, Any]:
     """Every decision point of a trace: options, the chosen one, rationale, confidence."""
     from agent_replay.services.analysis import decision_points
-    from agent_replay.store.queries import resolve_trace_id, step_dicts
+    from agent_replay.store.trace_detail import resolve_trace_id, step_dicts
 
     trace_id = resolve_trace_id(store, args.trace_id)
     points = decision_points(step_dicts(store, trace_id))
@@ -253,7 +254,7 @@ def decisions(store: Store, args: DecisionsArgs, clock: Clock) -> dict[str, Any]
 def eval_trace(store: Store, args: EvalArgs, clock: Clock) -> dict[str, Any]:
     """The deterministic presets on a trace; the results are returned, not stored."""
     from agent_replay.services.evals.runner import evaluate_trace, make_plan
-    from agent_replay.store.queries import resolve_trace_id, trace_json
+    from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
     trace_id = resolve_trace_id(store, args.trace_id)
     plan = make_plan(list(args.presets))
@@ -302,7 +303,7 @@ set built from people's labels can tell them apart."""
 def annotate(store: Store, args: AnnotateArgs, clock: Clock) -> dict[str, Any]:
     """Label a run or a step (through the recorder: validated and redacted)."""
     from agent_replay.services.recorder import TraceRecorder
-    from agent_replay.store.queries import resolve_trace_id
+    from agent_replay.store.trace_detail import resolve_trace_id
 
     trace_id = resolve_trace_id(store, args.trace_id)
     annotation = TraceRecorder(store, clock=clock).annotate(

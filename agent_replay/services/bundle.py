@@ -30,7 +30,7 @@ from agent_replay.services.ingest import IngestReport, Rejection, ingest_many
 from agent_replay.services.redact import Redactor, identity, redact_value
 from agent_replay.store.db import Store, open_read_only, open_store
 from agent_replay.store.models import TraceRow
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 from agent_replay.store.writes import existing_trace_ids
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

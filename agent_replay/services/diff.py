@@ -2,8 +2,9 @@
 
 Both front ends compare through this module: ``agent-replay diff`` prints a ``TraceDiff``, the
 TUI's side-by-side diff screen renders the same ``StepPair`` list row by row. It works on the
-format's JSON objects (as ``store.queries.trace_json`` returns them); ``diff_stored`` is the one
-function that reads the store. Pure otherwise: no clock, no I/O. Must not import Textual or Rich.
+format's JSON objects (as ``store.trace_detail.trace_json`` returns them); ``diff_stored`` is
+the one function that reads the store. Pure otherwise: no clock, no I/O. Must not import
+Textual or Rich.
 
 Alignment
     Steps are aligned by what they are, never by step number (``services.diff_align``: a
@@ -326,7 +327,7 @@ def diff_stored(store: Store, a_id: str, b_id: str, *, fork_scope: bool = True) 
     Raises:
         NotFoundError, AmbiguousIdError: an id does not name exactly one trace.
     """
-    from agent_replay.store.queries import resolve_trace_id, trace_json
+    from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
     a = trace_json(store, resolve_trace_id(store, a_id))
     b = trace_json(store, resolve_trace_id(store, b_id))

@@ -351,7 +351,7 @@ def fork_trace(
         TraceFormatError, StoreError: the fork could not be written.
     """
     from agent_replay.services.ingest import ingest_trace
-    from agent_replay.store.queries import resolve_trace_id, trace_json
+    from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
     parent = trace_json(store, resolve_trace_id(store, trace_id))
     fork = build_fork(parent, from_step, edit, trace_edit=trace_edit, tags=tags, clock=clock)

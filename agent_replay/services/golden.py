@@ -40,7 +40,8 @@ from typing import IO, Any
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError, UsageError
 from agent_replay.store.db import Store
-from agent_replay.store.queries import TraceFilter, TraceSummary, list_traces, step_dicts
+from agent_replay.store.queries import TraceFilter, TraceSummary, list_traces
+from agent_replay.store.trace_detail import step_dicts
 from agent_replay.trace.base import canonical_time
 from agent_replay.trace.io import canonical_json, dumps_bytes, input_hash
 

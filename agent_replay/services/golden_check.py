@@ -41,7 +41,8 @@ from agent_replay.services.golden import (
     iter_runs,
 )
 from agent_replay.store.db import Store
-from agent_replay.store.queries import TraceFilter, step_dicts
+from agent_replay.store.queries import TraceFilter
+from agent_replay.store.trace_detail import step_dicts
 from agent_replay.trace.io import canonical_json, input_hash
 
 MAX_UNMATCHED_LISTED = 100

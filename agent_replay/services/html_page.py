@@ -36,7 +36,7 @@ def _one_line(value: Any) -> str:
 
 
 def render_page(trace: Mapping[str, Any]) -> str:
-    """The page of a full trace object (``store.queries.trace_json``), as HTML text."""
+    """The page of a full trace object (``store.trace_detail.trace_json``), as HTML text."""
     import jinja2  # deferred: only `export --format html` renders pages
 
     from agent_replay import __version__

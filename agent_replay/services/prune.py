@@ -16,7 +16,6 @@ from peewee import fn
 
 from agent_replay.store.db import Store
 from agent_replay.store.models import TagRow, TraceRow
-from agent_replay.store.queries import resolve_trace_id
 from agent_replay.store.retention import (
     DeleteCounts,
     Reclaimed,
@@ -26,6 +25,7 @@ from agent_replay.store.retention import (
     otel_group_keys,
     reclaim_space,
 )
+from agent_replay.store.trace_detail import resolve_trace_id
 
 BATCH = 500
 

@@ -12,12 +12,13 @@ Which module answers which question:
   is run on a store's ``db`` explicitly). Their history is ``migrations`` (the runner:
   ordered, recorded), ``migration_ddl`` and ``search_index`` (the shipped migrations' frozen
   DDL) and ``schema`` (the version this build writes, stdlib only).
-- **Reads go to** ``queries``: the trace list (``list_traces``, keyset pages of
-  ``TraceSummary``), one trace (``resolve_trace_id``, ``trace_json``, ``iter_step_dicts``),
-  evals and annotations. They return the typed shapes of ``shapes`` (``TraceJSON``,
-  ``StepJSON``, ...: ``TypedDict``s, plain dicts at run time), built from rows by ``mapping``;
-  ``get_trace`` validates one into a pydantic ``Trace``. ``queries`` keeps SQL text because
-  ``list``/``show``'s fast path runs it without peewee (its docstring says why).
+- **Reads go to** ``queries`` (the trace list: ``list_traces``, keyset pages of
+  ``TraceSummary``, counts) and ``trace_detail`` (one trace: ``resolve_trace_id``,
+  ``trace_json``, ``iter_step_dicts``, its evals and annotations). They return the typed
+  shapes of ``shapes`` (``TraceJSON``, ``StepJSON``, ...: ``TypedDict``s, plain dicts at run
+  time), built from rows by ``mapping``; ``get_trace`` validates one into a pydantic
+  ``Trace``. Both keep SQL text because ``list``/``show``'s fast path runs them without
+  peewee (their docstrings say why).
 - **Writes go through** the services (``services/recorder``, ``services/ingest``, the
   capture paths), always inside ``Store.write()``: ``writes`` inserts whole traces' rows
   (``mapping`` turns models into rows), ``statements`` builds the per-row statements of the
@@ -30,9 +31,10 @@ Which module answers which question:
 - **Stats**: ``stats`` (the dashboard's aggregates, grouped by the database).
 - **Moving data**: ``transfer`` (``push`` between stores), ``retention`` (pruning).
 
-Everything but the modules listed in ``tests/meta/test_sql_strings.py: KEEP`` (``queries``, the
-search backends, the migrations' DDL, ``core``'s one pragma) builds its SQL with peewee's query
-builder, so one query runs on both backends.
+Everything but the modules listed in ``tests/meta/test_sql_strings.py: KEEP`` (``queries`` and
+``trace_detail``, the search backends, the migrations' DDL, ``core``'s one pragma, the vacuums
+of ``retention``) builds its SQL with peewee's query builder, so one query runs on both
+backends.
 
 peewee imports every database driver it finds when it is first imported (psycopg2 brings ssl
 with it), which a local SQLite store never needs: ``_LazyDrivers`` keeps those imports out of

@@ -24,8 +24,8 @@ from agent_replay.services.hook.drain import drain_with_lock, pending_count
 from agent_replay.services.hook.inbox import queue
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store, open_store
-from agent_replay.store.queries import trace_json
 from agent_replay.store.schema import EARLY_INBOX
+from agent_replay.store.trace_detail import trace_json
 
 PROMPT_EVENT = {
     "session_id": "sess-cli-1",

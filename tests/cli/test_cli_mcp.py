@@ -17,7 +17,7 @@ from agent_replay.clock import FixedClock
 from agent_replay.services.demo import load_demo
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import ensure_database
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 READ_TOOLS = [
     "list_traces",

@@ -25,7 +25,7 @@ import pytest
 
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store, open_store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 from agent_replay.store.transfer import trace_ids
 
 Cli = Any  # tests/cli/conftest.py's ``cli`` fixture: cli(*args) -> Result(code, out, err)

@@ -47,6 +47,9 @@ KEEP: dict[str, str] = {
     "agent_replay/store/queries.py": "the trace list and a trace's detail, which list/show's "
     "fast path runs over a stdlib sqlite3 connection (no peewee, issue 17); the full CLI and "
     "the TUI run the same readers",
+    "agent_replay/store/trace_detail.py": "a trace's detail (the trace, its steps, evals and "
+    "annotations), which show's fast path runs over a stdlib sqlite3 connection (no peewee, "
+    "issue 17); the full CLI and the TUI run the same readers",
     "agent_replay/store/core.py": "SqliteReader, the fast path's peewee-free connection: its "
     "one statement makes it read-only (PRAGMA query_only)",
     "agent_replay/services/redact_store.py": "SQLite's VACUUM, which rewrites the file so the "

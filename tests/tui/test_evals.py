@@ -15,7 +15,7 @@ from agent_replay.screens.evals import EvalsScreen, score_bar
 from agent_replay.screens.timeline import TimelineScreen
 from agent_replay.services.evals.runner import make_plan, run_evals
 from agent_replay.store.db import Store
-from agent_replay.store.queries import eval_dicts
+from agent_replay.store.trace_detail import eval_dicts
 
 UNGROUNDED = "trc_demo1ungrounded"
 DANGEROUS = "trc_demo3dangerous"

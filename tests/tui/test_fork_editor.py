@@ -15,7 +15,7 @@ from agent_replay.screens.diff import DiffScreen
 from agent_replay.screens.fork_editor import ForkEditorScreen, describe_json_error, editable_json
 from agent_replay.screens.timeline import TimelineScreen
 from agent_replay.store.db import Store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 from agent_replay.trace.io import loads
 
 GOOD = "trc_demo4goodrun"

@@ -373,7 +373,7 @@ async def test_enter_on_a_why_hop_opens_its_step_in_the_timeline(seeded_store, t
 
 async def test_a_annotates_the_selected_step_and_the_row_shows_it(seeded_store, tui) -> None:
     """a, a label, a note: written through the recorder, the row carries #label."""
-    from agent_replay.store.queries import annotation_dicts
+    from agent_replay.store.trace_detail import annotation_dicts
 
     app = tui(seeded_store, initial_trace=TOOLCHAIN)
     async with app.run_test(size=SIZE) as pilot:

@@ -256,7 +256,7 @@ async def test_narrow_terminals_hide_columns_and_say_so(seeded_store, tui) -> No
 
 async def test_a_annotates_the_highlighted_trace(seeded_store, tui) -> None:
     """a, a label, a note: written through the recorder for the highlighted trace."""
-    from agent_replay.store.queries import annotation_dicts
+    from agent_replay.store.trace_detail import annotation_dicts
 
     app = tui(seeded_store)
     async with app.run_test(size=SIZE) as pilot:

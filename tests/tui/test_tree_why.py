@@ -10,7 +10,7 @@ from tuikit import SIZE, settle
 from agent_replay.screens.tree_why import TreeWhyScreen
 from agent_replay.services.analysis import why_chain
 from agent_replay.services.ingest import ingest_many
-from agent_replay.store.queries import step_dicts
+from agent_replay.store.trace_detail import step_dicts
 from agent_replay.widgets.why_tree import WhyTree
 
 TOOLCHAIN = "trc_demo2toolchain"

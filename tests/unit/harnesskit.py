@@ -25,7 +25,7 @@ from agent_replay.entry import main
 from agent_replay.services.hook.drain import drain_with_lock
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 PRE_TOOL = frozenset({"PreToolUse", "BeforeTool"})
 DENY_SUMMARY = [

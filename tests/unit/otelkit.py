@@ -16,7 +16,7 @@ from captures import FIXTURES
 from agent_replay.services.otel.server import OtelReceiver
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 OTLP = FIXTURES / "otlp"
 HARNESS = FIXTURES / "harness"

@@ -22,7 +22,8 @@ from agent_replay.services.push import push
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database
-from agent_replay.store.queries import TraceFilter, list_traces, trace_json
+from agent_replay.store.queries import TraceFilter, list_traces
+from agent_replay.store.trace_detail import trace_json
 from agent_replay.trace.validate import validate_trace
 
 SECRET = "ghp_" + "a1B2" * 10

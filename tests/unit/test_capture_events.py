@@ -19,7 +19,8 @@ from agent_replay.services.capture.pump import FdReader, NativeSink, finish, pum
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.queries import get_trace, list_traces, trace_json
+from agent_replay.store.queries import list_traces
+from agent_replay.store.trace_detail import get_trace, trace_json
 
 T = "2026-01-01T10:00:{:06.3f}Z".format
 

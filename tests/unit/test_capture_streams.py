@@ -17,7 +17,7 @@ from agent_replay.services.capture.pump import FdReader, finish, pump
 from agent_replay.services.capture.stream_sink import shell_failure
 from agent_replay.services.capture.streams import make_sink
 from agent_replay.store.db import Store
-from agent_replay.store.queries import get_trace
+from agent_replay.store.trace_detail import get_trace
 from agent_replay.trace.models import Trace
 
 CODEX = HARNESS / "codex" / "plain" / "exec-json.jsonl"

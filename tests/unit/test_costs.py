@@ -25,7 +25,7 @@ from agent_replay.services.ingest import ingest_trace
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 from agent_replay.trace.base import parse_time
 from agent_replay.trace.models import Step
 

@@ -25,7 +25,7 @@ from agent_replay.services.derive import derive_trace
 from agent_replay.services.guard.policy import PATTERN_KEYS
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database
-from agent_replay.store.queries import get_trace
+from agent_replay.store.trace_detail import get_trace
 from agent_replay.trace.io import input_hash, loads
 from agent_replay.trace.models import Trace
 from agent_replay.trace.validate import validate_trace

@@ -18,7 +18,7 @@ from agent_replay.services.evals.prices import cost_usd
 from agent_replay.services.evals.providers import AISettings, resolve_ai
 from agent_replay.services.evals.runner import make_plan, run_evals
 from agent_replay.store.db import Store
-from agent_replay.store.queries import eval_dicts
+from agent_replay.store.trace_detail import eval_dicts
 
 PROVIDERS = ("anthropic", "google", "openai")
 UNGROUNDED = "trc_demo1ungrounded"

@@ -12,7 +12,7 @@ from agent_replay.services.evals.records import recent_evals, save_outcomes
 from agent_replay.services.evals.results import EvalOutcome
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
-from agent_replay.store.queries import eval_dicts
+from agent_replay.store.trace_detail import eval_dicts
 
 
 def _outcomes(*names: str) -> list[EvalOutcome]:

@@ -180,7 +180,7 @@ def test_the_rerun_becomes_the_forks_step(fake: FakeAI, traces: dict, clock: Any
     """A fork at step 5 with the rerun applied is a valid trace whose step 5 is the new reply."""
     from agent_replay.services import fork as fork_service
     from agent_replay.services.ingest import ingest_trace
-    from agent_replay.store.queries import trace_json
+    from agent_replay.store.trace_detail import trace_json
 
     parent = traces["trc_demo1ungrounded"]
     ingest_trace(store, parent)

@@ -25,7 +25,8 @@ from agent_replay.services.fork import (
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.services.outcome import is_not_rerun, outcome_note
 from agent_replay.store.db import Store
-from agent_replay.store.queries import TraceFilter, list_traces, trace_json
+from agent_replay.store.queries import TraceFilter, list_traces
+from agent_replay.store.trace_detail import trace_json
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from agent_replay.services.hook.enforce import answer, harness_of, is_pre_tool, 
 from agent_replay.services.hook.harness import detect
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.queries import step_dicts
+from agent_replay.store.trace_detail import step_dicts
 
 PRE_TOOL_FILES = {
     "claude": ["claude-code/plain", "claude-code/otel", "claude-code/subagent"],

@@ -25,7 +25,7 @@ from agent_replay.services.hook.drain import drain_with_lock
 from agent_replay.services.hook.session import NO_RESULT
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store, open_store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 PROMPT = (
     "List the files in this directory, read notes.txt, write a short summary.txt, then check "

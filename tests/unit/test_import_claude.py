@@ -17,7 +17,7 @@ from agent_replay.services.capture.importer import detect_format, import_file, i
 from agent_replay.services.capture.session_writer import SessionWriter
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 FIXTURES = HARNESS / "claude-code"
 SCRIPTED_TOOLS = ["Bash", "Read", "Write", "Bash"]

@@ -16,7 +16,7 @@ from agent_replay.services.capture import codex_rollout
 from agent_replay.services.capture.importer import detect_format, import_file
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 FIXTURES = HARNESS / "codex"
 

@@ -16,7 +16,7 @@ from agent_replay.clock import FixedClock
 from agent_replay.services.capture import gemini_chat
 from agent_replay.services.capture.importer import detect_format, import_file, import_path
 from agent_replay.store.db import Store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 FOLDERS = ("gemini-cli/plain", "gemini-cli/otel", "gemini-cli/enforce")
 

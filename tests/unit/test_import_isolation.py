@@ -10,7 +10,7 @@ import pytest
 
 from agent_replay.services.capture.session_writer import RecordRejected, SessionWriter
 from agent_replay.store.db import Store
-from agent_replay.store.queries import get_trace
+from agent_replay.store.trace_detail import get_trace
 
 
 def test_a_refused_record_is_a_value_error_and_its_neighbours_land(

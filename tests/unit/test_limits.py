@@ -11,7 +11,7 @@ from typing import Any
 from agent_replay.services.limits import MARKER, MAX_DEPTH, cap_value
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
-from agent_replay.store.queries import get_trace
+from agent_replay.store.trace_detail import get_trace
 
 
 def test_a_text_over_the_cap_keeps_its_start_size_and_digest() -> None:

@@ -15,7 +15,7 @@ from agent_replay.services.liveness import EXITED_KEY, finalize_orphans
 from agent_replay.store import writers
 from agent_replay.store.db import Store
 from agent_replay.store.models import WriterRow
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 
 def _dead_pid() -> int:

@@ -18,7 +18,8 @@ from agent_replay.store.db import Store, ensure_database, open_store
 from agent_replay.store.migrations import LATEST, MIGRATIONS, pending, run_migrations
 from agent_replay.store.models import ALL_MODELS, BACKEND_COLUMNS, SEARCH_TABLES
 from agent_replay.store.pragmas import PRAGMAS
-from agent_replay.store.queries import get_trace, list_traces, trace_json
+from agent_replay.store.queries import list_traces
+from agent_replay.store.trace_detail import get_trace, trace_json
 
 ALL_NAMES = [name for name, _ in MIGRATIONS]
 

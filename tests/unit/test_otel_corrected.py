@@ -47,7 +47,7 @@ def typed(trace: dict[str, Any], step_type: str) -> list[dict[str, Any]]:
 
 def imported(store: Store, *parts: str) -> dict[str, Any]:
     """The import of a capture's session file, in the test's own store."""
-    from agent_replay.store.queries import trace_json
+    from agent_replay.store.trace_detail import trace_json
 
     report = import_path(store, HARNESS.joinpath(*parts))
     (file,) = report.files

@@ -20,7 +20,7 @@ from agent_replay.services.otel.writer_process import BatchWriter
 from agent_replay.services.redact import redact_value
 from agent_replay.store.db import Store, ensure_database
 from agent_replay.store.models import AnnotationRow, EvalRow, StepRow, TraceRow
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 NOW_MS = 1_780_000_000_000
 _IDS = ("prompt.id", "request_id", "tool_use_id", "message.uuid", "event.sequence")

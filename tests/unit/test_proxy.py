@@ -33,7 +33,7 @@ from agent_replay.services.proxy.rerun import rerun_command
 from agent_replay.services.proxy.session import Grouping
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ from proxykit import ANTHROPIC_MODEL, GEMINI_MODEL, OPENAI_MODEL, TOOL_TURNS, Sc
 from agent_replay.services.proxy.replay import load_plan
 from agent_replay.services.proxy.server import ProxyConfig, ProxyServer
 from agent_replay.store.db import Store
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 KEYS = {
     "anthropic": "sk-ant-api03-" + "A1b2C3d4E5f6G7h8I9j0" * 3,

@@ -17,7 +17,8 @@ from agent_replay.services.push import push
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store, ensure_database
-from agent_replay.store.queries import TraceFilter, count_traces, trace_json
+from agent_replay.store.queries import TraceFilter, count_traces
+from agent_replay.store.trace_detail import trace_json
 from agent_replay.store.trace_search import search
 from agent_replay.store.transfer import read_traces, trace_ids
 

@@ -15,7 +15,8 @@ from agent_replay.errors import NotFoundError, TraceFormatError, UsageError
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store, ensure_database
-from agent_replay.store.queries import get_trace, list_traces, step_count, trace_json
+from agent_replay.store.queries import list_traces, step_count
+from agent_replay.store.trace_detail import get_trace, trace_json
 
 T = "2026-01-01T10:00:{:06.3f}Z".format
 

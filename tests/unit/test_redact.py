@@ -11,7 +11,7 @@ import pytest
 from agent_replay.services.limits import cap_value
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.services.redact import redact_capped, redact_text, redact_value
-from agent_replay.store.queries import get_trace
+from agent_replay.store.trace_detail import get_trace
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from agent_replay.services.ingest import ingest_trace
 from agent_replay.services.redact_store import TABLES, scrub, text_columns
 from agent_replay.store.db import Store
 from agent_replay.store.models import OtelSpanRow, StepRow, TraceRow
-from agent_replay.store.queries import trace_json
+from agent_replay.store.trace_detail import trace_json
 
 TOKEN = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 

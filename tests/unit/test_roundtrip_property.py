@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from agent_replay.services.ingest import ingest_many, ingest_trace
 from agent_replay.store.db import Store, ensure_database
-from agent_replay.store.queries import iter_trace_json, trace_json
+from agent_replay.store.queries import iter_trace_json
+from agent_replay.store.trace_detail import trace_json
 from agent_replay.trace.models import (
     MAX_SAFE_INT,
     MAX_STEP_TOKENS,

@@ -26,12 +26,10 @@ from agent_replay.store.queries import (
     SORT_COLUMNS,
     TraceFilter,
     count_traces,
-    get_trace,
     iter_trace_json,
     list_traces,
-    resolve_trace_id,
-    trace_json,
 )
+from agent_replay.store.trace_detail import get_trace, resolve_trace_id, trace_json
 from agent_replay.trace.io import iter_jsonl
 from agent_replay.trace.models import time_ms
 

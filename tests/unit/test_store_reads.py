@@ -13,14 +13,8 @@ from agent_replay.services.ingest import ingest_trace
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store import shapes
 from agent_replay.store.db import Store
-from agent_replay.store.queries import (
-    TraceFilter,
-    count_traces,
-    eval_dicts,
-    list_traces,
-    step_count,
-    trace_json,
-)
+from agent_replay.store.queries import TraceFilter, count_traces, list_traces, step_count
+from agent_replay.store.trace_detail import eval_dicts, trace_json
 
 
 def keys(shape: Any) -> set[str]:

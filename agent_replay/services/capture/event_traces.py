@@ -16,7 +16,7 @@ from typing import Any
 from agent_replay.services.capture.protocol import EventReport, Rejected
 from agent_replay.services.recorder_rows import trace_exists
 from agent_replay.store.db import Store
-from agent_replay.store.queries import producer_trace
+from agent_replay.store.trace_detail import producer_trace
 
 
 @dataclass(eq=False)

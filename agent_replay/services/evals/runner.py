@@ -182,7 +182,7 @@ def run_evals(
         NotFoundError, AmbiguousIdError: the id names no single trace.
         UsageError: AI presets without settings.
     """
-    from agent_replay.store.queries import resolve_trace_id, trace_json
+    from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
     full_id = resolve_trace_id(store, trace_id)
     trace = trace_json(store, full_id)

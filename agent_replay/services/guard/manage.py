@@ -289,7 +289,7 @@ def match_steps(policies: Iterable[Policy], steps: Iterable[Mapping[str, Any]]) 
 def run_trace_test(store: Store, trace_id: str) -> TraceTest:
     """Every step of trace ``trace_id`` (an id or unique prefix) against the enabled
     policies."""
-    from agent_replay.store.queries import resolve_trace_id, step_dicts
+    from agent_replay.store.trace_detail import resolve_trace_id, step_dicts
 
     full_id = resolve_trace_id(store, trace_id)
     steps = step_dicts(store, full_id)

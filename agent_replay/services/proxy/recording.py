@@ -304,7 +304,7 @@ class SessionTraces:
     def _find(self, key: SessionKey) -> str | None:
         if key.fixed_trace is not None:
             from agent_replay.errors import NotFoundError
-            from agent_replay.store.queries import resolve_trace_id
+            from agent_replay.store.trace_detail import resolve_trace_id
 
             try:
                 return self._join(resolve_trace_id(self.store, key.fixed_trace), hook=False)

@@ -164,7 +164,7 @@ def load_plan(
         UsageError: the trace has no recorded exchanges, or an override names a step that is
             not one (or lies after ``--until-step``).
     """
-    from agent_replay.store.queries import resolve_trace_id, trace_json
+    from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
     trace = trace_json(store, resolve_trace_id(store, trace_ref))
     exchanges = recorded_exchanges(trace)
