@@ -50,7 +50,7 @@ def _check_set_order(query: Query, context: Any) -> None:
     compiled = [column.name for column, _ in sorted(given, key=context.column_sort_key)]
     if [column.name for column, _ in given] != compiled:  # names: a field's == is an expression
         raise TypeError(
-            f"a Statement's update compiles its columns in the model's order: give them as {compiled}"
+            f"an update compiles its columns in the model's order: give them as {compiled}"
         )
 
 
