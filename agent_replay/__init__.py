@@ -13,7 +13,7 @@ _LAZY = {
     "ensure_database": "agent_replay.store.db",
     "run_migrations": "agent_replay.store.migrations",
     "ingest_trace": "agent_replay.services.ingest",
-    "get_trace": "agent_replay.store.queries",
+    "get_trace": "agent_replay.store.trace_detail",
     "TraceRecorder": "agent_replay.services.recorder",
     "Store": "agent_replay.store.db",
     "Trace": "agent_replay.trace.models",
