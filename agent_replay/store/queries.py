@@ -43,7 +43,7 @@ from agent_replay.trace.base import TRACE_STATUSES
 # typing.TYPE_CHECKING, without importing typing: it stays off list's start-up (issue 17)
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # the shapes are types only: no run-time import (see the docstring)
-    from typing import Any, Literal, TypeVar
+    from typing import Any
 
     from agent_replay.store.shapes import (
         TraceFields,
@@ -51,8 +51,6 @@ if TYPE_CHECKING:  # the shapes are types only: no run-time import (see the docs
         TraceListJSON,
     )
 
-    SortKey = Literal["time", "tokens", "duration", "cost"]
-    _Built = TypeVar("_Built")
 
 SORT_COLUMNS: dict[str, str] = {
     "time": "started_at_ms",
