@@ -1,12 +1,13 @@
 """No production module builds SQL strings, except the ones listed here, each with its reason.
 
 Issue 19 makes the Peewee models the store: reads and writes go through Peewee's query builder,
-so one query runs unchanged on SQLite and PostgreSQL. The only SQL text left then is the
-migrations' frozen DDL, the full-text search backends and the hook's stdlib-only fast path.
-That conversion has not been done yet, so ``CONVERT`` lists today's modules that still build
-SQL by hand: the list may only shrink. A new module with SQL text fails here (use the query
-builder, or argue for a ``KEEP`` entry in review); a listed module that no longer has any fails
-too, so its entry is deleted the day it is converted.
+so one query runs unchanged on SQLite and PostgreSQL. The SQL text left is in ``KEEP``, each
+module with its reason: the migrations' frozen DDL, the full-text search backends, the stdlib-
+only fast paths (the hook's, and list/show's, which must not pay for importing peewee) and
+SQLite's maintenance commands. ``CONVERT`` listed the modules still to move to the query
+builder while that was under way; it is empty and may only stay so. A new module with SQL text
+fails here (use the query builder, or argue for a ``KEEP`` entry in review); a listed module
+that no longer has any fails too, so its entry is deleted the day it is converted.
 
 What counts as SQL: a string literal (or an f-string's text) that starts with a statement
 keyword (``SELECT``, ``INSERT``, ``PRAGMA``, ..., or is one alone: ``VACUUM``) or holds an
