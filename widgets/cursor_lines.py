@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -26,6 +28,53 @@ from textual.strip import Strip
 
 STRIP_CACHE_SIZE = 256
 """Rendered lines kept: a few screens' worth, whatever the number of rows."""
+
+PLAIN = Style.null()
+"""The style of unstyled cells (what Rich's ``Text`` gives them)."""
+
+
+class Cells:
+    """One line built piece by piece as Rich ``Segment``s: what ``Text.append`` and
+    ``Text.truncate`` do for a row, without ``Text``'s spans and its render pass (a row is
+    built for every line that scrolls into view). The pieces are escaped already."""
+
+    __slots__ = ("segments",)
+
+    def __init__(self) -> None:
+        self.segments: list[Segment] = []
+
+    def add(self, text: str, style: Style = PLAIN) -> None:
+        """Append ``text`` in ``style`` (an empty piece is left out, as ``Text`` does)."""
+        if text:
+            self.segments.append(Segment(text, style))
+
+    def extend(self, other: Cells) -> None:
+        self.segments += other.segments
+
+    @property
+    def cell_len(self) -> int:
+        return sum(cell_len(segment.text) for segment in self.segments)
+
+    def truncate(self, width: int, *, pad: bool = False) -> None:
+        """Cut to ``width`` cells with an ellipsis (which takes the style of the cell it
+        replaces), or with ``pad`` fill up to ``width`` with plain spaces: ``Text.truncate``
+        with ``overflow="ellipsis"``."""
+        plain = "".join(segment.text for segment in self.segments)
+        length = cell_len(plain)
+        if length > width:
+            cut = set_cell_size(plain, width - 1) + "…"
+            pieces: list[Segment] = []
+            offset = 0
+            for text, style, _ in self.segments:
+                piece = cut[offset : offset + len(text)]
+                if piece:
+                    pieces.append(Segment(piece, style))
+                offset += len(text)
+            if len(cut) > offset:
+                pieces.append(Segment(cut[offset:], PLAIN))
+            self.segments = pieces
+        elif pad and length < width:
+            self.segments.append(Segment(" " * (width - length), PLAIN))
 
 
 def cursor_bindings(prefix: str, noun: str, *, vim: bool = False) -> list[BindingType]:
@@ -247,5 +296,9 @@ class CursorLines(LineView, can_focus=True):
 
     def to_strip(self, text: Text, width: int) -> Strip:
         """``text`` as one line of exactly ``width`` cells on the widget's background."""
-        segments = list(text.render(self.app.console))
+        return self.cells_strip(list(text.render(self.app.console)), width)
+
+    def cells_strip(self, segments: list[Segment], width: int) -> Strip:
+        """``segments`` (``Cells.segments``) as one line of exactly ``width`` cells on the
+        widget's background."""
         return Strip(segments).crop_extend(0, width, self.base_style).simplify()

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
+from agent_replay.widgets.cursor_lines import PLAIN, Cells
 from agent_replay.widgets.step_timeline import StepRow, StepTimeline
 
 
@@ -164,31 +164,34 @@ class LiveSteps(StepTimeline):
         # A base style: cells with a background of their own (the bar track) keep it.
         return strip.apply_style(Style(bgcolor=background))
 
-    def _name_cell(self, row: StepRow, width: int) -> Text:
+    def _name_cell(self, row: StepRow, width: int) -> Cells:
         """The name, then markers: open ⋯, snapshot ◉, decision ◆, error ✗, blocked ⊘."""
         if not isinstance(row, LiveStepRow):
             return super()._name_cell(row, width)
-        markers = Text(end="")
+        markers = Cells()
         if row.is_open:
-            markers.append(" ⋯", self._live_style("open"))
+            markers.add(" ⋯", self._live_style("open"))
         if row.has_snapshot:
-            markers.append(" ◉", self._style("muted"))
+            markers.add(" ◉", self._style("muted"))
         if row.has_decision and row.step_type != "decision":
-            markers.append(" ◆", self._style("decision"))
+            markers.add(" ◆", self._style("decision"))
         if row.blocked:
-            markers.append(" ⊘", self._live_style("blocked"))
+            markers.add(" ⊘", self._live_style("blocked"))
         elif row.is_error and row.step_type != "error":
-            markers.append(" ✗", self._style("error"))
-        name = Text(row.name or "—", no_wrap=True, end="")
+            markers.add(" ✗", self._style("error"))
         if not row.name:
-            name.stylize(self._style("muted"))
+            name_style = self._style("muted")
         elif row.blocked:
-            name.stylize(self._live_style("blocked"))
+            name_style = self._live_style("blocked")
         elif row.is_error:
-            name.stylize(self._style("error"))
-        name.truncate(max(1, width - markers.cell_len), overflow="ellipsis")
-        name.append_text(markers)
-        name.truncate(width, overflow="ellipsis", pad=True)
+            name_style = self._style("error")
+        else:
+            name_style = PLAIN
+        name = Cells()
+        name.add(row.name or "—", name_style)
+        name.truncate(max(1, width - markers.cell_len))
+        name.extend(markers)
+        name.truncate(width, pad=True)
         return name
 
     def _live_style(self, name: str) -> Style:

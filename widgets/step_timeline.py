@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -27,7 +28,7 @@ from agent_replay.display import fmt_int, fmt_ms, safe
 from agent_replay.services.guard.verdict import is_blocked
 from agent_replay.services.outcome import is_not_rerun
 from agent_replay.services.summary import step_summary
-from agent_replay.widgets.cursor_lines import CursorLines, cursor_bindings
+from agent_replay.widgets.cursor_lines import PLAIN, Cells, CursorLines, cursor_bindings
 
 STEP_ICONS: dict[str, str] = {
     "thought": "∴",
@@ -445,75 +446,84 @@ class StepTimeline(CursorLines):
         return text
 
     def render_row(self, index: int, width: int, is_cursor: bool) -> Strip:
+        # Built as Segments (``Cells``), not Rich ``Text``: a row is built for every line
+        # that scrolls into view, and Text's spans and render pass cost most of a row.
         row = self._rows[index]
         with_type, with_bar, name_width = self._layout(width)
-        type_style = self._style(row.step_type)
-        text = Text(no_wrap=True, end="")
+        style = self._style
+        type_style = style(row.step_type)
+        line = Cells()
         is_new = self._new_after is not None and row.number > self._new_after
-        number_style = self._style("new" if is_new else "number")
-        text.append(" " + str(row.number).rjust(self._number_width) + " ", number_style)
-        text.append(STEP_ICONS.get(row.step_type, "·") + " ", type_style)
+        line.add(
+            " " + str(row.number).rjust(self._number_width) + " ",
+            style("new" if is_new else "number"),
+        )
+        line.add(STEP_ICONS.get(row.step_type, "·") + " ", type_style)
         if with_type:
-            text.append(row.step_type[:_TYPE_WIDTH].ljust(_TYPE_WIDTH) + " ", type_style)
-        text.append_text(self._name_cell(row, name_width))
-        text.append(" ")
+            line.add(row.step_type[:_TYPE_WIDTH].ljust(_TYPE_WIDTH) + " ", type_style)
+        line.extend(self._name_cell(row, name_width))
+        line.add(" ")
         if with_bar:
             bar = duration_bar(row.duration_ms, self._longest_ms, _BAR_WIDTH)
             filled = bar.rstrip()
-            text.append(filled, type_style)
+            line.add(filled, type_style)
             # not partial: the track's translucent background must blend with the widget's
             track = self.get_component_rich_style("step-timeline--bar-track")
-            text.append(" " * (_BAR_WIDTH - len(filled)), track)
+            line.add(" " * (_BAR_WIDTH - len(filled)), track)
         if row.not_rerun:
-            text.append(" " + "not run".rjust(_DURATION_WIDTH) + " ", self._style("not-rerun"))
+            line.add(" " + "not run".rjust(_DURATION_WIDTH) + " ", style("not-rerun"))
         else:
-            text.append(" " + fmt_ms(row.duration_ms).rjust(_DURATION_WIDTH) + " ")
+            line.add(" " + fmt_ms(row.duration_ms).rjust(_DURATION_WIDTH) + " ")
         tokens = fmt_int(row.tokens) if row.tokens is not None else ""
-        text.append(tokens.rjust(_TOKENS_WIDTH) + " ")
+        line.add(tokens.rjust(_TOKENS_WIDTH) + " ")
+        segments = line.segments
         if is_cursor:
-            text.stylize(self._style("cursor"))
-        strip = self.to_strip(text, width)
+            cursor = style("cursor")
+            segments = [Segment(text, (piece or PLAIN) + cursor) for text, piece, _ in segments]
+        strip = self.cells_strip(segments, width)
         if row.blocked and not is_cursor:
             # A base style: cells with a background of their own (the bar track) keep it.
             tint = self.get_component_rich_style("step-timeline--blocked-row").bgcolor
             strip = strip.apply_style(Style(bgcolor=tint))
         return strip
 
-    def _name_cell(self, row: StepRow, width: int) -> Text:
+    def _name_cell(self, row: StepRow, width: int) -> Cells:
         """The name, truncated to fit, then markers: snapshot ◉, decision ◆, error ✗,
         blocked ⊘."""
-        markers = Text(end="")
+        style = self._style
+        markers = Cells()
         if row.has_snapshot:
-            markers.append(" ◉", self._style("muted"))
+            markers.add(" ◉", style("muted"))
         if row.has_decision and row.step_type != "decision":
-            markers.append(" ◆", self._style("decision"))
+            markers.add(" ◆", style("decision"))
         if row.blocked:
-            markers.append(" ⊘", self._style("blocked"))
+            markers.add(" ⊘", style("blocked"))
         elif row.has_error and row.step_type != "error":
-            markers.append(" ✗", self._style("error"))
+            markers.add(" ✗", style("error"))
         if row.not_rerun:
-            markers.append(" ○", self._style("not-rerun"))
+            markers.add(" ○", style("not-rerun"))
         for label in row.labels:  # people's labels: kept, the name is cut first
-            markers.append(f" #{label[:16]}", self._style("label"))
-        name = Text(row.name or "—", no_wrap=True, end="")
+            markers.add(f" #{label[:16]}", style("label"))
         if not row.name:
-            name.stylize(self._style("muted"))
+            name_style = style("muted")
         elif row.blocked:
-            name.stylize(self._style("blocked"))
+            name_style = style("blocked")
         elif row.has_error:
-            name.stylize(self._style("error"))
-        lead = Text(" " * min(row.depth, MAX_INDENT), end="")
+            name_style = style("error")
+        else:
+            name_style = PLAIN
+        name = Cells()
+        name.add(" " * min(row.depth, MAX_INDENT))
         if row.children:
-            lead.append("▸ " if row.number in self.folded_steps else "▾ ", self._style("muted"))
-        name = Text.assemble(lead, name, no_wrap=True, end="")
-        room = max(1, width - markers.cell_len)
-        name.truncate(room, overflow="ellipsis")
-        name.append_text(markers)
+            name.add("▸ " if row.number in self.folded_steps else "▾ ", style("muted"))
+        name.add(row.name or "—", name_style)
+        name.truncate(max(1, width - markers.cell_len))
+        name.extend(markers)
         if row.number in self.folded_steps:
-            name.append(f" +{row.children}", self._style("muted"))
+            name.add(f" +{row.children}", style("muted"))
         if row.not_rerun:
-            name.append(" not re-run", self._style("not-rerun"))
+            name.add(" not re-run", style("not-rerun"))
         elif row.summary and name.cell_len + 3 < width:
-            name.append("  " + row.summary, self._style("summary"))
-        name.truncate(width, overflow="ellipsis", pad=True)
+            name.add("  " + row.summary, style("summary"))
+        name.truncate(width, pad=True)
         return name
