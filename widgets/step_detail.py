@@ -296,13 +296,27 @@ class StepDetail(VerticalScroll):
     """What the pane says when there is no step to show."""
 
     def compose(self) -> ComposeResult:
+        # The sections are mounted when a step first has something to show in them
+        # (``_section``): most steps fill two or three of the eight, and every widget mounted
+        # is styled and laid out again each time the screen is shown.
         yield Static(id="detail-title")
-        for key, title in SECTIONS:
-            section = Static(id=f"detail-{key}", classes="step-detail--section")
-            section.border_title = title
-            section.display = False
-            yield section
         yield Static(Content(self.empty_message), id="detail-empty")
+
+    def _section(self, key: str) -> Static:
+        """The section ``key``, mounted (in ``SECTIONS`` order) the first time it is used."""
+        found = self.query_children(f"#detail-{key}")
+        if found:
+            return found.first(Static)
+        section = Static(id=f"detail-{key}", classes="step-detail--section")
+        section.border_title = dict(SECTIONS)[key]
+        keys = [name for name, _ in SECTIONS]
+        later = keys[keys.index(key) + 1 :]
+        before = next(
+            (child for child in self.children if child.id in {f"detail-{k}" for k in later}),
+            self.query_one("#detail-empty"),
+        )
+        self.mount(section, before=before)
+        return section
 
     def watch_step(self) -> None:
         self._show()
@@ -317,10 +331,10 @@ class StepDetail(VerticalScroll):
 
     def section_text(self, key: str) -> str | None:
         """The plain text of a section (``None`` when hidden): what a test or a copy reads."""
-        section = self.query_one(f"#detail-{key}", Static)
-        if not section.display:
+        found = self.query_children(f"#detail-{key}")
+        if not found or not found.first().display:
             return None
-        content = section.content
+        content = found.first(Static).content
         return content.plain if isinstance(content, Content) else str(content)
 
     def _show(self) -> None:
@@ -331,8 +345,8 @@ class StepDetail(VerticalScroll):
         title = self.query_one("#detail-title", Static)
         title.display = step is not None
         if step is None:
-            for key, _ in SECTIONS:
-                self.query_one(f"#detail-{key}").display = False
+            for section in self.query_children(".step-detail--section"):
+                section.display = False
             self.has_folded = False
             return
         title.update(title_content(step))
@@ -368,11 +382,14 @@ class StepDetail(VerticalScroll):
         )
         any_folded = False
         for key, _ in SECTIONS:
-            section = self.query_one(f"#detail-{key}", Static)
             shown = contents.get(key)
-            section.display = shown is not None
-            if shown is not None:
-                content, was_folded = shown
-                any_folded |= was_folded
-                section.update(content)
+            if shown is None:
+                for section in self.query_children(f"#detail-{key}"):
+                    section.display = False
+                continue
+            content, was_folded = shown
+            any_folded |= was_folded
+            section = self._section(key)
+            section.display = True
+            section.update(content)
         self.has_folded = any_folded
