@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from time import monotonic
 
+from rich.cells import cell_len
 from textual.app import App
 from textual.binding import Binding
 from textual.content import Content
@@ -46,17 +47,28 @@ class KeyItem:
         return self.description.split()[0] if " " in self.description else self.description
 
 
+_Part = tuple[tuple[str, str], ...]
+"""One key (or a run of bare keys) as ``Content.assemble`` pieces: (text, style)."""
+
+
 def fit_keys(items: list[KeyItem], width: int) -> Content:
-    """The bar's text for ``width`` cells, in the least shortened form that fits."""
+    """The bar's text for ``width`` cells, in the least shortened form that fits (measured
+    before it is built: the bar is drawn again whenever the screen's bindings change)."""
     screen = [i for i in items if not i.app_level]
     app = [i for i in items if i.app_level]
 
-    def full(item: KeyItem, short: bool = False) -> Content:
+    def full(item: KeyItem, short: bool = False) -> _Part:
         text = item.short if short else item.description
-        return Content.assemble((f" {item.key} ", _KEY), (text, _DESCRIPTION))
+        return ((f" {item.key} ", _KEY), (text, _DESCRIPTION))
 
-    def bare(group: list[KeyItem]) -> Content:
-        return Content.assemble(*((f" {i.key}", _KEY) for i in group))
+    def bare(group: list[KeyItem]) -> _Part:
+        return tuple((f" {i.key}", _KEY) for i in group)
+
+    def length(parts: list[_Part]) -> int:  # of the parts joined with single spaces
+        return sum(cell_len(text) for part in parts for text, _ in part) + max(len(parts) - 1, 0)
+
+    def build(parts: list[_Part]) -> Content:
+        return Content(" ").join(Content.assemble(*part) for part in parts)
 
     # A short form only where it stays unambiguous ("Back a step" must not read "Back").
     firsts = [i.short for i in screen]
@@ -67,19 +79,17 @@ def fit_keys(items: list[KeyItem], width: int) -> Content:
         [full(i, short=unique[i.key]) for i in screen] + ([bare(app)] if app else []),
     ]
     for parts in forms:
-        line = Content(" ").join(parts)
-        if line.cell_length <= width:
-            return line
+        if length(parts) <= width:
+            return build(parts)
     # Whole keys dropped from the end of the screen's list; ``?`` shows them all.
     more = Content.styled("  ? more", _MUTED)
     tail = [bare(app)] if app else []
     kept = [full(i, short=unique[i.key]) for i in screen]
     while kept:
-        line = Content(" ").join([*kept, *tail])
-        if line.cell_length + more.cell_length <= width:
-            return line + more
+        if length([*kept, *tail]) + more.cell_length <= width:
+            return build([*kept, *tail]) + more
         kept.pop()
-    return Content(" ").join(tail)[: max(width, 0)]
+    return build(tail)[: max(width, 0)]
 
 
 def own_escape(screen: Screen[object]) -> Binding | None:
