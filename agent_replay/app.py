@@ -27,6 +27,8 @@ from agent_replay.store.live import LiveFilter
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from agent_replay.screens.timeline import TimelineScreen
+
 THEME = "textual-dark"
 
 
@@ -136,6 +138,8 @@ class AgentReplayApp(App[int]):
         """How many changes to the store the app has seen (``StoreChanged``)."""
         self._watcher: ChangeSignal | None = None
         self._warmed = False
+        self._opening: TimelineScreen | None = None
+        """The last timeline ``open_trace`` opened (it may still be reading its first steps)."""
         self.theme = THEME
 
     def on_mount(self) -> None:
@@ -245,10 +249,14 @@ class AgentReplayApp(App[int]):
 
     def open_trace(self, trace_id: str, step: int | None = None) -> None:
         """Push the step timeline of a trace (an id or unique prefix) on the current mode,
-        with ``step`` selected (default: the first)."""
+        with ``step`` selected (default: the first), once its first steps are read
+        (``TimelineScreen.open``)."""
         from agent_replay.screens.timeline import TimelineScreen
 
-        self.push_screen(TimelineScreen(trace_id, step=step))
+        if self._opening is not None and self._opening.waiting:
+            return  # a second Enter while the first trace is read: it would reach that screen
+        self._opening = TimelineScreen(trace_id, step=step)
+        self._opening.open()
 
     async def show_mode_home(self, mode: str) -> None:
         """Switch to ``mode`` and leave it on its own screen (the trace list, the dashboard…),

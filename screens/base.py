@@ -23,6 +23,7 @@ from agent_replay.messages import StoreChanged
 
 if TYPE_CHECKING:
     from agent_replay.app import AgentReplayApp
+    from agent_replay.store.db import Store
     from agent_replay.store.shapes import TraceJSON
 
 
@@ -175,19 +176,39 @@ class TraceScreen(BaseScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="trace", description="trace")
     def load_trace(self, first_steps: int | None = None, around: int | None = None) -> None:
-        """Load ``self.trace_id``; the result arrives as a message.
+        """Load ``self.trace_id``; the result arrives as a message (``read_trace``). Cancels
+        the screen's other loads (their results would be older).
 
         Args:
             first_steps: when the trace has more steps than this, read only the first ones
                 (through step ``around`` too, when given) and post them as a partial
                 ``TraceLoaded``: a 10,000-step trace paints its first screenful without
-                waiting for the other steps. The screen then loads the whole trace.
+                waiting for the other steps. The screen then loads the whole trace
+                (``load_whole_trace``).
             around: a step the partial load must include (the step to select first).
         """
+        message = self.read_trace(self.app.store, first_steps, around)
+        if not get_current_worker().is_cancelled:
+            self.post_message(message)
+
+    @work(thread=True, exit_on_error=False, group="trace", description="whole trace")
+    def load_whole_trace(self) -> None:
+        """Load the whole of ``self.trace_id`` after a partial ``TraceLoaded``, beside the
+        worker that posted it (which may still be returning: an exclusive load would cancel
+        it). A later ``load_trace`` cancels this one."""
+        message = self.read_trace(self.app.store)
+        if not get_current_worker().is_cancelled:
+            self.post_message(message)
+
+    def read_trace(
+        self, store: Store, first_steps: int | None = None, around: int | None = None
+    ) -> TraceLoaded | TraceLoadFailed:
+        """Read ``self.trace_id`` from ``store`` (in a worker; ``load_trace`` says what
+        ``first_steps`` and ``around`` do): the message to post, with what ``prepare_trace``
+        built."""
         from agent_replay.store.queries import step_count
         from agent_replay.store.trace_detail import resolve_trace_id, step_span, trace_json
 
-        store = self.app.store
         try:
             with store.db.connection_context():
                 trace_id = resolve_trace_id(store, self.trace_id)
@@ -198,15 +219,11 @@ class TraceScreen(BaseScreen):
                         if last < span[1]:
                             trace = trace_json(store, trace_id, to_step=last)
                             count = step_count(store, trace_id)
-                            self._post_loaded(trace, complete=False, step_count=count)
-                            return
+                            prepared = self.prepare_trace(trace)
+                            return self.TraceLoaded(
+                                trace, prepared, complete=False, step_count=count
+                            )
                 trace = trace_json(store, trace_id)
         except AgentReplayError as exc:
-            self.post_message(self.TraceLoadFailed(exc.message))
-            return
-        self._post_loaded(trace)
-
-    def _post_loaded(self, trace: TraceJSON, **partial: Any) -> None:
-        prepared = self.prepare_trace(trace)
-        if not get_current_worker().is_cancelled:
-            self.post_message(self.TraceLoaded(trace, prepared, **partial))
+            return self.TraceLoadFailed(exc.message)
+        return self.TraceLoaded(trace, self.prepare_trace(trace))

@@ -18,6 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import Header, Input, Label, Static
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe
@@ -74,6 +75,10 @@ def trace_header(trace: Mapping[str, Any], step_count: int) -> Content:
 FIRST_STEPS = 100
 """Steps a long trace shows before the rest has loaded: a few screens' worth, read in a few
 milliseconds whatever the trace's length."""
+
+SHOW_WAIT = 0.25
+"""Seconds ``TimelineScreen.open`` waits for the first steps before showing the screen
+anyway, with a loading indicator (a slow store); they usually take a few milliseconds."""
 
 
 class JumpToStepModal(PlainToasts, ModalScreen[int | None]):
@@ -231,6 +236,12 @@ class TimelineScreen(TraceScreen):
         """Only the first steps are loaded so far; the whole trace is on its way."""
         self._pending_jump: int | None = None
         """A step asked for (``g``) before the whole trace arrived: selected when it does."""
+        self._opening = False
+        """``open`` reads the first steps (else the screen does, once mounted)."""
+        self._first_arrived = False
+        """The first steps (or why there are none) are in the screen's queue."""
+        self._show_pending: Timer | None = None
+        """``open`` is waiting for the first steps before pushing the screen."""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -248,11 +259,53 @@ class TimelineScreen(TraceScreen):
     def detail(self) -> StepDetail:
         return self.query_one("#step-detail", StepDetail)
 
+    def open(self) -> None:
+        """Read the trace's first steps, then push the screen (``AgentReplayApp.open_trace``):
+        it handles them before its first paint, so it paints once, with them, instead of
+        once empty and again a moment later. Pushed after ``SHOW_WAIT`` anyway when the read
+        takes longer (then with a loading indicator until they arrive).
+
+        The read is the app's worker: a screen not pushed yet has no app to post to from a
+        thread.
+        """
+        app = self.app
+        store = app.store
+        self._opening = True
+
+        def read_first() -> None:
+            try:
+                message = self.read_trace(store, FIRST_STEPS, self._initial_step)
+            except BaseException:
+                app.call_later(self._push)  # the app reports the failure; show the screen
+                raise
+            app.call_later(self._first_read, message)
+
+        app.run_worker(read_first, thread=True, exit_on_error=False, group="open-trace")
+        self._show_pending = app.set_timer(SHOW_WAIT, self._push)
+
+    @property
+    def waiting(self) -> bool:
+        """``open`` is reading the first steps; the screen is not pushed yet."""
+        return self._show_pending is not None
+
+    def _first_read(self, message: TraceScreen.TraceLoaded | TraceScreen.TraceLoadFailed) -> None:
+        self._first_arrived = True
+        self.post_message(message)  # handled before the screen's first paint, if not shown yet
+        self._push()
+
+    def _push(self) -> None:
+        if self._show_pending is not None:
+            self._show_pending.stop()
+            self._show_pending = None
+            self.app.push_screen(self)
+
     def on_mount(self) -> None:
-        self.query_one("#timeline-body").loading = True
         self.timeline.focus()
-        # A long trace: its first steps paint at once, the rest follows (``show_trace``).
-        self.load_trace(first_steps=FIRST_STEPS, around=self._initial_step)
+        if not self._opening:  # pushed without ``open``
+            # A long trace: its first steps paint at once, the rest follows (``show_trace``).
+            self.load_trace(first_steps=FIRST_STEPS, around=self._initial_step)
+        if not self._first_arrived:
+            self.query_one("#timeline-body").loading = True
 
     def prepare_trace(self, trace: TraceJSON) -> list[StepRow]:
         """The timeline's rows, built in the worker."""
@@ -283,15 +336,7 @@ class TimelineScreen(TraceScreen):
         if self._partial:
             # Read the rest once the first steps are on screen (a worker reading 10,000 steps
             # beside the first paint would share the interpreter with it).
-            self.call_after_refresh(self._load_rest)
-
-    def _load_rest(self) -> None:
-        """Load the whole trace once the worker that posted its first steps has finished: an
-        exclusive load started while it is still returning would cancel it."""
-        if any(w.node is self and w.group == "trace" and not w.is_finished for w in self.workers):
-            self.set_timer(0.01, self._load_rest)
-            return
-        self.load_trace()
+            self.call_after_refresh(self.load_whole_trace)
 
     def store_changed(self) -> None:
         """A running trace grows while it is open: read it again, the cursor kept."""

@@ -7,6 +7,7 @@ import contextlib
 from typing import Any
 
 import pytest
+from textual import events
 from textual.message import Message
 from textual.widgets import Input
 from textual.worker import WorkerFailed
@@ -519,6 +520,41 @@ async def test_a_long_trace_shows_its_first_steps_then_all_of_them(empty_store, 
         assert loads[0].step_count == 500
         assert len(_timeline(app).rows) == 500
         assert "500 steps" in str(app.screen.query_one("#timeline-header").render())
+
+
+async def test_a_trace_opens_with_its_steps_on_its_first_frame(seeded_store, tui) -> None:
+    """open_trace pushes the timeline once its first steps are read: the screen has them
+    before it first paints (no empty frame, no loading indicator); a second open while the
+    first is read is dropped (that Enter would have reached the new screen)."""
+    first_frame: list[tuple[int, bool]] = []
+
+    def on_message(message: Message) -> None:
+        if not isinstance(message, events.ScreenResume) or not app.screen_stack:
+            return
+        screen = app.screen
+        if isinstance(screen, TimelineScreen):
+            first_frame.append((len(screen.timeline.rows), bool(screen.query("LoadingIndicator"))))
+
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE, message_hook=on_message) as pilot:
+        await settle(pilot)
+        app.open_trace(TOOLCHAIN)
+        app.open_trace("trc_demo4goodrun")
+        await settle(pilot)
+        assert first_frame == [(len(TOOLCHAIN_NAMES), False)]
+        assert [type(s).__name__ for s in app.screen_stack] == ["TraceListScreen", "TimelineScreen"]
+        assert app.screen.trace_id == TOOLCHAIN  # type: ignore[attr-defined]
+
+
+async def test_a_timeline_pushed_as_it_is_loads_its_trace(seeded_store, tui) -> None:
+    """A TimelineScreen pushed without open_trace reads its trace itself once mounted."""
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.push_screen(TimelineScreen(TOOLCHAIN))
+        await settle(pilot)
+        assert [row.name for row in _timeline(app).rows] == TOOLCHAIN_NAMES
+        assert not app.screen.query("LoadingIndicator")
 
 
 async def test_producer_text_is_shown_literally(empty_store, tui) -> None:
