@@ -331,6 +331,11 @@ class TimelineScreen(TraceScreen):
             select = pending if pending is not None else self.timeline.selected_step
         self._partial = not message.complete
         self.timeline.set_steps(message.prepared, select=select, grown=grown)
+        # The selected step's detail now, not when StepSelected arrives: that message is
+        # handled after the screen's first paint, which would show an empty detail pane.
+        selected = self.timeline.selected_step
+        if selected is not None:
+            self.detail.step = self._steps.get(selected)
         self.mark_updated()
         self.query_one("#timeline-body").loading = False
         if self._partial:
