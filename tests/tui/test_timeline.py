@@ -523,17 +523,21 @@ async def test_a_long_trace_shows_its_first_steps_then_all_of_them(empty_store, 
 
 
 async def test_a_trace_opens_with_its_steps_on_its_first_frame(seeded_store, tui) -> None:
-    """open_trace pushes the timeline once its first steps are read: the screen has them
-    before it first paints (no empty frame, no loading indicator); a second open while the
-    first is read is dropped (that Enter would have reached the new screen)."""
-    first_frame: list[tuple[int, bool]] = []
+    """open_trace pushes the timeline once its first steps are read: the screen has them,
+    and the first step's detail, before it first paints (no empty frame, no loading
+    indicator); a second open while the first is read is dropped (that Enter would have
+    reached the new screen)."""
+    first_frame: list[tuple[int, bool, str | None]] = []
 
     def on_message(message: Message) -> None:
         if not isinstance(message, events.ScreenResume) or not app.screen_stack:
             return
         screen = app.screen
         if isinstance(screen, TimelineScreen):
-            first_frame.append((len(screen.timeline.rows), bool(screen.query("LoadingIndicator"))))
+            loading = bool(screen.query("LoadingIndicator"))
+            first_frame.append(
+                (len(screen.timeline.rows), loading, screen.detail.section_text("input"))
+            )
 
     app = tui(seeded_store)
     async with app.run_test(size=SIZE, message_hook=on_message) as pilot:
@@ -541,7 +545,8 @@ async def test_a_trace_opens_with_its_steps_on_its_first_frame(seeded_store, tui
         app.open_trace(TOOLCHAIN)
         app.open_trace("trc_demo4goodrun")
         await settle(pilot)
-        assert first_frame == [(len(TOOLCHAIN_NAMES), False)]
+        assert first_frame == [(len(TOOLCHAIN_NAMES), False, _detail(app).section_text("input"))]
+        assert first_frame[0][2]  # the first step's detail, on that first frame
         assert [type(s).__name__ for s in app.screen_stack] == ["TraceListScreen", "TimelineScreen"]
         assert app.screen.trace_id == TOOLCHAIN  # type: ignore[attr-defined]
 
