@@ -20,14 +20,16 @@ from textual.worker import Worker, WorkerState
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.messages import OpenTraces, StoreChanged
-from agent_replay.store.changes import ChangeSignal
-from agent_replay.store.db import Store
-from agent_replay.store.live import LiveFilter
 
+# The change watcher (peewee's models, the live queries) is imported by its worker, not here:
+# the trace list's first paint reads through the peewee-free queries (issue 17).
 if TYPE_CHECKING:
     from types import ModuleType
 
     from agent_replay.screens.timeline import TimelineScreen
+    from agent_replay.store.changes import ChangeSignal
+    from agent_replay.store.db import Store
+    from agent_replay.store.live import LiveFilter
 
 THEME = "textual-dark"
 
@@ -234,6 +236,8 @@ class AgentReplayApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="store-watch")
     def _check_store(self) -> None:
         if self._watcher is None:
+            from agent_replay.store.changes import ChangeSignal
+
             self._watcher = ChangeSignal(self.store)
         if self._watcher.changed():
             self.call_from_thread(self._store_changed)
