@@ -21,6 +21,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding, BindingType
+from textual.color import Color, ColorParseError
 from textual.message import Message
 from textual.strip import Strip
 
@@ -220,11 +221,12 @@ class StepTimeline(CursorLines):
         "step-timeline--not-rerun",
         "step-timeline--label",
         "step-timeline--new",
-        *(f"step-timeline--{step_type}" for step_type in STEP_ICONS),
     }
+    """The step types' colours are not component classes (``_type_style``): each component
+    class costs a style pass of its own every time the widget is restyled (mounted,
+    focused, its screen shown), and these eight doubled that cost."""
 
-    DEFAULT_CSS = (
-        """
+    DEFAULT_CSS = """
     StepTimeline {
         overflow-x: hidden;
         overflow-y: auto;
@@ -248,13 +250,8 @@ class StepTimeline(CursorLines):
             color: $block-cursor-foreground;
             text-style: $block-cursor-text-style;
         }
-"""
-        + "".join(
-            f"        & > .step-timeline--{step_type} {{ color: {color}; }}\n"
-            for step_type, color in STEP_COLORS.items()
-        )
-        + "    }\n"
-    )
+    }
+    """
 
     @dataclass
     class StepSelected(Message):
@@ -286,6 +283,7 @@ class StepTimeline(CursorLines):
         self._number_width = 1
         self._new_after: int | None = None
         self._new_below = 0
+        self._type_styles: tuple[object, dict[str, Style]] | None = None
 
     # --- data -------------------------------------------------------------------------
 
@@ -406,7 +404,25 @@ class StepTimeline(CursorLines):
             self.refresh_header()
 
     def _style(self, name: str) -> Style:
+        if name in STEP_COLORS:
+            return self._type_style(name)
         return self.component_style(name)
+
+    def _type_style(self, step_type: str) -> Style:
+        """A step type's colour (``STEP_COLORS``: a colour or a theme variable) as the Rich
+        style a ``color:`` rule of a component class would give, for the app's theme."""
+        variables = self.app.theme_variables
+        if self._type_styles is None or self._type_styles[0] is not variables:
+            styles: dict[str, Style] = {}
+            for name, spec in STEP_COLORS.items():
+                value = variables.get(spec[1:], "") if spec.startswith("$") else spec
+                try:
+                    color = Color.parse(value)
+                except ColorParseError:
+                    color = Color(0, 0, 0, 0)
+                styles[name] = Style(color=color.rich_color) if color.a > 0 else Style()
+            self._type_styles = (variables, styles)
+        return self._type_styles[1][step_type]
 
     def _name_width(self, width: int, with_type: bool, with_bar: bool = True) -> int:
         # " 12 ⚙ tool_call   NAME… █████▌     218ms   1,186 ": one space between columns
