@@ -7,6 +7,7 @@ Every store access happens in thread workers (``self.store`` queries inside
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -140,8 +141,9 @@ class AgentReplayApp(App[int]):
         """How many changes to the store the app has seen (``StoreChanged``)."""
         self._watcher: ChangeSignal | None = None
         self._warmed = False
-        self._opening: TimelineScreen | None = None
-        """The last timeline ``open_trace`` opened (it may still be reading its first steps)."""
+        self._opening: weakref.ref[TimelineScreen] | None = None
+        """The last timeline ``open_trace`` opened, while it lives (it may still be reading
+        its first steps); weak: a closed timeline holds its whole trace."""
         self.theme = THEME
 
     def on_mount(self) -> None:
@@ -257,10 +259,12 @@ class AgentReplayApp(App[int]):
         (``TimelineScreen.open``)."""
         from agent_replay.screens.timeline import TimelineScreen
 
-        if self._opening is not None and self._opening.waiting:
+        opening = self._opening() if self._opening is not None else None
+        if opening is not None and opening.waiting:
             return  # a second Enter while the first trace is read: it would reach that screen
-        self._opening = TimelineScreen(trace_id, step=step)
-        self._opening.open()
+        screen = TimelineScreen(trace_id, step=step)
+        self._opening = weakref.ref(screen)
+        screen.open()
 
     async def show_mode_home(self, mode: str) -> None:
         """Switch to ``mode`` and leave it on its own screen (the trace list, the dashboard…),
