@@ -126,11 +126,17 @@ def producer_trace(store: Store, producer_id: str, *, running: bool = False) -> 
 
 
 def step_span(store: Store, trace_id: str) -> tuple[int, int] | None:
-    """The first and last step numbers of a trace (``None``: it has no steps)."""
+    """The first and last step numbers of a trace (``None``: it has no steps).
+
+    Two subqueries, not ``SELECT MIN(..), MAX(..)``: SQLite answers a lone MIN or MAX from the
+    ``(trace_id, step_number)`` index's end in one seek, but both in one SELECT by reading the
+    trace's whole range of it (1.1 ms for 10,000 steps against 0.05 ms; the timeline pays it
+    on every open)."""
     row = execute(
         store,
-        "SELECT MIN(step_number), MAX(step_number) FROM steps WHERE trace_id = ?",
-        [trace_id],
+        "SELECT (SELECT MIN(step_number) FROM steps WHERE trace_id = ?), "
+        "(SELECT MAX(step_number) FROM steps WHERE trace_id = ?)",
+        [trace_id, trace_id],
     ).fetchone()
     return (int(row[0]), int(row[1])) if row and row[0] is not None else None
 

@@ -29,7 +29,7 @@ from agent_replay.store.queries import (
     iter_trace_json,
     list_traces,
 )
-from agent_replay.store.trace_detail import get_trace, resolve_trace_id, trace_json
+from agent_replay.store.trace_detail import get_trace, resolve_trace_id, step_span, trace_json
 from agent_replay.trace.io import iter_jsonl
 from agent_replay.trace.models import time_ms
 
@@ -734,3 +734,12 @@ def test_fork_parent_id_must_be_a_trace_id(store: Store) -> None:
     with pytest.raises(TraceFormatError) as info:
         ingest_trace(store, {"agent_name": "a", "parent_trace_id": "nope", "forked_from_step": 0})
     assert sorted(p for p, _ in info.value.problems) == ["forked_from_step", "parent_trace_id"]
+
+
+def test_step_span_is_the_first_and_last_step_number(store: Store, make_trace: Any) -> None:
+    """What the timeline's first read and ``show --from`` plan with, on both backends."""
+    ingest_trace(store, make_trace(7, id="trc_span"))
+    ingest_trace(store, make_trace(0, id="trc_nosteps"))
+    assert step_span(store, "trc_span") == (1, 7)
+    assert step_span(store, "trc_nosteps") is None
+    assert step_span(store, "trc_unknown") is None
