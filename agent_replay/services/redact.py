@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from agent_replay.services.redact_rules import ALL_NEEDLES, RULES, Rule, secret_key, starts_token
@@ -49,8 +49,13 @@ def find_secrets(text: str, active: list[Rule] | None = None) -> list[tuple[int,
     if "[REDACTED:" in text:
         taken = [(m.start(), m.end()) for m in PLACEHOLDER.finditer(text)]
     found: list[tuple[int, int, int, str]] = []
+    lowered = text.lower() if text.isascii() else None
     for order, rule in enumerate(active):
-        for match in rule.pattern.finditer(text):
+        if rule.at_needles and lowered is not None:
+            matches: Iterable[re.Match[str]] = _at_needles(rule, text, lowered)
+        else:
+            matches = rule.pattern.finditer(text)
+        for match in matches:
             start, end = match.span(rule.group)
             if start >= end or (rule.check is not None and not rule.check(text[start:end])):
                 continue
@@ -68,6 +73,28 @@ def find_secrets(text: str, active: list[Rule] | None = None) -> list[tuple[int,
             spans.append((start, -neg_end, kind))
             reach = -neg_end
     return spans
+
+
+def _at_needles(rule: Rule, text: str, lowered: str) -> Iterator[re.Match[str]]:
+    """``rule.pattern.finditer(text)`` for a rule whose every match starts with one of its
+    needles: the pattern is matched only where a needle occurs (``lowered``: ``text`` in
+    lower case, the same length, which holds for ASCII text; in other text a non-ASCII letter
+    can match an ASCII one case-insensitively, ``ı`` an ``i``, so it takes ``finditer``)."""
+    starts: set[int] = set()
+    for needle in rule.needles:
+        at = lowered.find(needle)
+        while at >= 0:
+            starts.add(at)
+            at = lowered.find(needle, at + 1)
+    pattern = rule.pattern
+    end = 0
+    for start in sorted(starts):
+        if start < end:
+            continue  # inside the last match: finditer resumes at its end
+        match = pattern.match(text, start)
+        if match is not None:
+            yield match
+            end = max(match.end(), start + 1)
 
 
 _TRIVIAL = re.compile(r"[\d\s:.TZ+\-]*")

@@ -47,6 +47,9 @@ class Rule(NamedTuple):
     bounded: bool = False
     """The match must start at a token boundary (``starts_token``); tested after the match,
     so the pattern can begin with its literal prefix, which the regex engine skips to."""
+    at_needles: bool = False
+    """Every match starts with one of ``needles`` (in any case): in ASCII text the pattern
+    is tried only where one occurs (see ``redact.find_secrets``)."""
 
     @property
     def pattern(self) -> re.Pattern[str]:
@@ -65,9 +68,11 @@ def _rule(
     needles: tuple[str, ...],
     group: int = 0,
     check: Callable[[str], bool] | None = None,
+    *,
+    at_needles: bool = False,
 ) -> Rule:
     bounded = pattern.startswith(_B)
-    return Rule(kind, pattern.removeprefix(_B), needles, group, check, bounded)
+    return Rule(kind, pattern.removeprefix(_B), needles, group, check, bounded, at_needles)
 
 
 def starts_token(text: str, start: int) -> bool:
@@ -196,6 +201,10 @@ RULES: tuple[Rule, ...] = (
         r"[^\s\"',;}{\\]{6,4096})",
         ("key", "secret", "token", "pass", "pwd", "credential"),
         1,
+        # The pattern starts with one of these words (_NAME_WORDS). Python's regex engine
+        # has no fast scan for a case-insensitive alternation: finditer tried every position
+        # of a request's text (~0.8 ms for 2.7 KB of OTLP attributes).
+        at_needles=True,
     ),
     _rule(
         "aws_secret_key",

@@ -7,6 +7,8 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_replay.services.limits import cap_value
 from agent_replay.services.recorder import TraceRecorder
@@ -196,3 +198,40 @@ def test_the_recorders_one_walk_caps_and_redacts_as_the_two_walks_do() -> None:
     values.append(at_the_cap)
     for value in values:
         assert redact_capped(value, cap) == redact_value(cap_value(value, cap))
+
+
+# --- rules matched only where their needles occur --------------------------------------------
+
+_FRAGMENTS = [
+    *("key", "KEY", "Secret", "tOkEn", "password", "passwd", "PASS", "pwd", "credential"),
+    *("api", "_", "-", ".", "=", ":", " ", '"', "'", '\\"', "\\", "{", "}", ",", ";", "\n"),
+    *("$x", "true", "null", "12345", "hunter2hunter2", "s3cr3t-value", "export ", "*", "x" * 70),
+]
+
+
+@given(st.lists(st.sampled_from(_FRAGMENTS), max_size=30).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_a_rule_tried_at_its_needles_matches_what_finditer_matches(text: str) -> None:
+    """``secret_assignment`` is matched only where one of its words occurs (ASCII text): the
+    same matches, in the same places, as its pattern scanning every position."""
+    from agent_replay.services.redact import _at_needles
+    from agent_replay.services.redact_rules import RULES
+
+    (rule,) = [r for r in RULES if r.kind == "secret_assignment"]
+    assert rule.at_needles
+    expected = [m.span(1) for m in rule.pattern.finditer(text)]
+    assert [m.span(1) for m in _at_needles(rule, text, text.lower())] == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "credent\u0131al=hunter2hunter2 and a key",  # dotless i: matches i case-insensitively
+        "\u017fecret: 'hunter2hunter2' and a key",  # long s
+        "\u212aEY=hunter2hunter2 token",  # Kelvin sign
+    ],
+)
+def test_a_non_ascii_letter_that_matches_an_ascii_one_still_redacts(text: str) -> None:
+    """Outside ASCII, lower-casing does not line up with the regex's case-insensitivity, so
+    the rule scans the whole text: the secret is found all the same."""
+    assert "hunter2hunter2" not in redact_text(text)
