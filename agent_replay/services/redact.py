@@ -27,8 +27,21 @@ from typing import Any
 from agent_replay.services.redact_rules import ALL_NEEDLES, RULES, Rule, secret_key, starts_token
 
 PLACEHOLDER = re.compile(r"\[REDACTED:[a-z_]{1,40}\]")
-_MAYBE_BARE = re.compile(r"[A-Za-z0-9/+]{40}")
-"""The needle-less rules' cheap pre-check (the AWS secret key: 40 base64 characters)."""
+_BASE64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+"
+_AS_RUNS = bytes(0x61 if byte in _BASE64 else 0x20 for byte in range(256))
+"""Bytes translated: a base64 character to ``a``, any other byte to a space."""
+_RUN_OF_40 = b"a" * 40
+
+
+def _maybe_bare(text: str) -> bool:
+    """The needle-less rules' cheap pre-check (the AWS secret key): whether ``text`` has 40
+    base64 characters in a row. ``re.search("[A-Za-z0-9/+]{40}")`` tries every position (74 us
+    for 2.7 KB); translating the UTF-8 bytes and looking for 40 ``a`` in a row is a few us
+    (a non-ASCII character is non-ASCII bytes, which end a run as it does)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return _RUN_OF_40 in data.translate(_AS_RUNS)
+
+
 _NEEDLELESS = tuple(rule for rule in RULES if not rule.needles)
 MIN_SECRET = 6
 """No secret is shorter (a shorter string is never searched)."""
@@ -116,11 +129,11 @@ def _active_rules(text: str) -> list[Rule]:
     lowered = text.lower()
     present = [n for n in ALL_NEEDLES if n in lowered]
     if present:
-        bare = _MAYBE_BARE.search(text) is not None
+        bare = _maybe_bare(text)
         return [
             r for r in RULES if (bare if not r.needles else any(n in present for n in r.needles))
         ]
-    if _MAYBE_BARE.search(text) is not None:
+    if _maybe_bare(text):
         return list(_NEEDLELESS)
     return []
 

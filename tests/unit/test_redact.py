@@ -235,3 +235,23 @@ def test_a_non_ascii_letter_that_matches_an_ascii_one_still_redacts(text: str) -
     """Outside ASCII, lower-casing does not line up with the regex's case-insensitivity, so
     the rule scans the whole text: the secret is found all the same."""
     assert "hunter2hunter2" not in redact_text(text)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["A" * 40, "b/+9" * 10, "x" * 39, " ", "-", "é", "\ud800", "\n"]),
+            st.text(alphabet="aZ09/+ _.=é", max_size=50),
+        ),
+        max_size=12,
+    ).map("".join)
+)
+@settings(max_examples=400, deadline=None)
+def test_the_bare_key_precheck_is_the_regex_it_replaces(text: str) -> None:
+    """40 base64 characters in a row, found by translating bytes: what
+    ``re.search("[A-Za-z0-9/+]{40}")`` says, for any text (non-ASCII, lone surrogates)."""
+    import re
+
+    from agent_replay.services.redact import _maybe_bare
+
+    assert _maybe_bare(text) == (re.search(r"[A-Za-z0-9/+]{40}", text) is not None)
