@@ -249,30 +249,22 @@ def step_metadata_with(
     return [m for m in metas if isinstance(m, dict) and any(k in m for k in keys)]
 
 
-def eval_order(store: Store) -> str:
-    """``ORDER BY`` of a trace's evals: by time (untimed first), then in write order."""
-    if store.is_sqlite:
-        return "created_at_ms, rowid"
-    return "created_at_ms NULLS FIRST, seq"
+def write_order(store: Store) -> str:
+    """``ORDER BY`` of a trace's evals and annotations: oldest first (untimed first), then in
+    the order they were written: the rowid, or PostgreSQL's arrival sequence (migrations 0007
+    and 0008)."""
+    return "created_at_ms, rowid" if store.is_sqlite else "created_at_ms NULLS FIRST, seq"
 
 
 def eval_dicts(store: Store, trace_id: str) -> list[EvalJSON]:
     """The stored evaluations of a trace, oldest first."""
-    # The order evals were written in, when they carry no time or the same one: the rowid,
-    # or PostgreSQL's arrival sequence (migration 0007).
     rows = execute(
         store,
         f"SELECT {', '.join(EVAL_COLUMNS)} FROM evals WHERE trace_id = ? "
-        f"ORDER BY {eval_order(store)}",
+        f"ORDER BY {write_order(store)}",
         [trace_id],
     ).fetchall()
     return [eval_dict(r) for r in rows]
-
-
-def annotation_order(store: Store) -> str:
-    """``ORDER BY`` of a trace's annotations: oldest first (untimed first), then in write order
-    (the rowid, or PostgreSQL's arrival sequence: migration 0008)."""
-    return "created_at_ms, rowid" if store.is_sqlite else "created_at_ms NULLS FIRST, seq"
 
 
 def annotation_dicts(store: Store, trace_id: str) -> list[AnnotationJSON]:
@@ -280,7 +272,7 @@ def annotation_dicts(store: Store, trace_id: str) -> list[AnnotationJSON]:
     rows = execute(
         store,
         f"SELECT {', '.join(ANNOTATION_COLUMNS)} FROM annotations WHERE trace_id = ? "
-        f"ORDER BY {annotation_order(store)}",
+        f"ORDER BY {write_order(store)}",
         [trace_id],
     ).fetchall()
     return [annotation_dict(tuple(r)) for r in rows]

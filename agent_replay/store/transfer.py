@@ -59,7 +59,7 @@ class Table:
     order: tuple[Field, ...] = ()
     in_write_order: bool = False
     """Then by arrival (SQLite's rowid, PostgreSQL's ``seq``): the write order of evals and
-    annotations is part of the trace (``trace_detail.eval_order``, ``annotation_order``)."""
+    annotations is part of the trace (``trace_detail.write_order``)."""
 
 
 TABLES: dict[str, Table] = {
