@@ -62,10 +62,9 @@ def find_secrets(text: str, active: list[Rule] | None = None) -> list[tuple[int,
     if "[REDACTED:" in text:
         taken = [(m.start(), m.end()) for m in PLACEHOLDER.finditer(text)]
     found: list[tuple[int, int, int, str]] = []
-    lowered = text.lower() if text.isascii() else None
     for order, rule in enumerate(active):
-        if rule.at_needles and lowered is not None:
-            matches: Iterable[re.Match[str]] = _at_needles(rule, text, lowered)
+        if rule.at_needles and text.isascii():
+            matches: Iterable[re.Match[str]] = _at_needles(rule, text)
         else:
             matches = rule.pattern.finditer(text)
         for match in matches:
@@ -88,11 +87,12 @@ def find_secrets(text: str, active: list[Rule] | None = None) -> list[tuple[int,
     return spans
 
 
-def _at_needles(rule: Rule, text: str, lowered: str) -> Iterator[re.Match[str]]:
+def _at_needles(rule: Rule, text: str) -> Iterator[re.Match[str]]:
     """``rule.pattern.finditer(text)`` for a rule whose every match starts with one of its
-    needles: the pattern is matched only where a needle occurs (``lowered``: ``text`` in
-    lower case, the same length, which holds for ASCII text; in other text a non-ASCII letter
-    can match an ASCII one case-insensitively, ``ı`` an ``i``, so it takes ``finditer``)."""
+    needles, in ASCII ``text``: the pattern is matched only where a needle occurs in its lower
+    case (which lines up with ``text`` in ASCII; in other text a non-ASCII letter can match an
+    ASCII one case-insensitively, ``ı`` an ``i``, so it takes ``finditer``)."""
+    lowered = text.lower()
     starts: set[int] = set()
     for needle in rule.needles:
         at = lowered.find(needle)

@@ -220,7 +220,7 @@ def test_a_rule_tried_at_its_needles_matches_what_finditer_matches(text: str) ->
     (rule,) = [r for r in RULES if r.kind == "secret_assignment"]
     assert rule.at_needles
     expected = [m.span(1) for m in rule.pattern.finditer(text)]
-    assert [m.span(1) for m in _at_needles(rule, text, text.lower())] == expected
+    assert [m.span(1) for m in _at_needles(rule, text)] == expected
 
 
 @pytest.mark.parametrize(
