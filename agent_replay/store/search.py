@@ -233,42 +233,22 @@ def rank_sqlite(
     Every match's score comes from the FTS5 tables alone (``bm25`` over the index: no row is
     read per match); a trace's best score is its best hit, so walking the hits best first
     meets the best traces first (and every trace tied with the last one taken), reading only
-    their rows. A common word matching a million steps costs one pass over the index, not a
-    million row reads (as a join of every match to its row did)."""
-    scores: dict[tuple[str, int], float] = {}
-    for kind, fts in (("s", "steps_fts"), ("t", "traces_fts")):
-        cursor = execute(
-            store,
-            f"SELECT rowid, -bm25({fts}, {_STEP_WEIGHT}, {_BODY_WEIGHT}) FROM {fts} "
-            f"WHERE {fts} MATCH ?",
-            [query],
-        )
-        for rowid, score in cursor.fetchall():
-            scores[(kind, int(rowid))] = float(score)
-    order = sorted(scores, key=scores.__getitem__, reverse=True)
-    chosen: dict[str, float] = {}
-    boundary: float | None = None
-    step = max(200, limit * 20)
-    for start in range(0, len(order), step):
-        chunk = order[start : start + step]
-        owner = _hit_traces(store, chunk)
-        passing = _passing(store, list(dict.fromkeys(owner.values())), where, params)
-        done = False
-        for hit in chunk:
-            trace_id, score = owner.get(hit), scores[hit]
-            if trace_id is None or trace_id not in passing or trace_id in chosen:
-                continue
-            if boundary is not None and score < boundary:
-                done = True
-                break
-            chosen[trace_id] = score
-            if len(chosen) >= limit and boundary is None:
-                boundary = score  # keep the traces tied with the last one taken
-        if done:
-            break
+    their rows. Unfiltered, the walk starts on each table's best few hundred hits, sorted by
+    SQLite itself (a common word matching 300,000 steps is scored in C and 200 rows reach
+    Python); only when those do not settle the ranking (a filter rejected most of them) are
+    all hits ranked. The chosen traces' other hits are then scored by one query each table,
+    restricted to their rows."""
+    head = max(200, limit * 20)
+    chosen = None
+    if where == "1 = 1":
+        hits, horizon = _ranked_hits(store, query, head)
+        chosen = _walk(store, hits, horizon, where, params, limit)
+    if chosen is None:
+        hits, horizon = _ranked_hits(store, query, None)
+        chosen = _walk(store, hits, horizon, where, params, limit)
     if not chosen:
         return [], []
-    rows = _hits_of(store, list(chosen), scores)
+    rows = _hits_of(store, query, list(chosen))
     best: dict[str, float] = {}
     count: dict[str, int] = {}
     for trace_id, _, score in rows:
@@ -278,28 +258,99 @@ def rank_sqlite(
     return [(t, best[t], count[t]) for t in ranked], rows
 
 
-def _hits_of(
-    store: Store, trace_ids: list[str], scores: dict[tuple[str, int], float]
-) -> list[tuple[str, int | None, float]]:
-    """Every hit of these traces (their steps' and their own rows found in ``scores``)."""
+def _bm25(fts: str) -> str:
+    return f"-bm25({fts}, {_STEP_WEIGHT}, {_BODY_WEIGHT})"
+
+
+def _ranked_hits(
+    store: Store, query: str, head: int | None
+) -> tuple[list[tuple[float, str, int]], float | None]:
+    """Hits ``(score, kind, rowid)`` best first: every hit (``head=None``), or each table's
+    best ``head``. With ``head``, the horizon: the highest score a hit left out may have (the
+    lowest score taken from a table that had more), or ``None`` when nothing was left out."""
+    hits: list[tuple[float, str, int]] = []
+    horizon: float | None = None
+    for kind, fts in (("s", "steps_fts"), ("t", "traces_fts")):
+        cut = "" if head is None else f" LIMIT {int(head)}"
+        rows = execute(
+            store,
+            f"SELECT {_bm25(fts)} AS score, '{kind}', rowid FROM {fts} WHERE {fts} MATCH ? "
+            f"ORDER BY score DESC{cut}",
+            [query],
+        ).fetchall()
+        if head is not None and len(rows) >= head:
+            last = float(rows[-1][0])
+            horizon = last if horizon is None else max(horizon, last)
+        hits += rows
+    hits.sort(key=lambda hit: hit[0], reverse=True)
+    return hits, horizon
+
+
+def _walk(
+    store: Store,
+    hits: list[tuple[float, str, int]],
+    horizon: float | None,
+    where: str,
+    params: list[Any],
+    limit: int,
+) -> dict[str, float] | None:
+    """The best ``limit`` traces passing ``where`` among ``hits`` (and every one tied with the
+    last taken), each with its best score; ``None`` when the hits down to ``horizon`` do not
+    settle them (a hit left out may rank a trace, or tie the last one)."""
+    chosen: dict[str, float] = {}
+    boundary: float | None = None
+    step = max(200, limit * 20)
+    for start in range(0, len(hits), step):
+        chunk = hits[start : start + step]
+        owner = _hit_traces(store, [(kind, rowid) for _, kind, rowid in chunk])
+        passing = _passing(store, list(dict.fromkeys(owner.values())), where, params)
+        for score, kind, rowid in chunk:
+            if boundary is not None and score < boundary:
+                return chosen
+            if horizon is not None and score <= horizon:
+                return None
+            trace_id = owner.get((kind, rowid))
+            if trace_id is None or trace_id not in passing or trace_id in chosen:
+                continue
+            chosen[trace_id] = score
+            if len(chosen) >= limit and boundary is None:
+                boundary = score  # keep the traces tied with the last one taken
+    return chosen if horizon is None or boundary is not None else None
+
+
+def _hits_of(store: Store, query: str, trace_ids: list[str]) -> list[tuple[str, int | None, float]]:
+    """Every hit of these traces, scored: their steps' and their own rows. The match is
+    scanned whole (an index lookup per row id would recount the term's documents for
+    ``bm25`` each time: ``+rowid`` keeps the row ids out of the index), ``bm25`` is computed
+    only for their rows."""
     rows: list[tuple[str, int | None, float]] = []
     for start in range(0, len(trace_ids), 500):
         chunk = trace_ids[start : start + 500]
         marks = ", ".join("?" * len(chunk))
-        for rowid, trace_id, number in execute(
+        owner = {
+            int(rowid): (str(trace_id), int(number))
+            for rowid, trace_id, number in execute(
+                store,
+                f"SELECT rowid, trace_id, step_number FROM steps WHERE trace_id IN ({marks})",
+                chunk,
+            ).fetchall()
+        }
+        for rowid, score in execute(
             store,
-            f"SELECT rowid, trace_id, step_number FROM steps WHERE trace_id IN ({marks})",
-            chunk,
+            f"SELECT rowid, {_bm25('steps_fts')} FROM steps_fts WHERE steps_fts MATCH ? "
+            f"AND +rowid IN (SELECT rowid FROM steps WHERE trace_id IN ({marks}))",
+            [query, *chunk],
         ).fetchall():
-            score = scores.get(("s", int(rowid)))
-            if score is not None:
-                rows.append((str(trace_id), int(number), score))
-        for rowid, trace_id in execute(
-            store, f"SELECT rowid, id FROM traces WHERE id IN ({marks})", chunk
+            trace_id, number = owner[int(rowid)]
+            rows.append((trace_id, number, float(score)))
+        for trace_id, score in execute(
+            store,
+            f"SELECT t.id, {_bm25('traces_fts')} FROM traces_fts CROSS JOIN traces t "
+            f"ON t.rowid = traces_fts.rowid WHERE traces_fts MATCH ? "
+            f"AND +traces_fts.rowid IN (SELECT rowid FROM traces WHERE id IN ({marks}))",
+            [query, *chunk],
         ).fetchall():
-            score = scores.get(("t", int(rowid)))
-            if score is not None:
-                rows.append((str(trace_id), None, score))
+            rows.append((str(trace_id), None, float(score)))
     return rows
 
 

@@ -385,3 +385,122 @@ def test_ingest_leaves_the_index_current(store: Store) -> None:
     assert execute(store, "SELECT COUNT(*) FROM search_queue").fetchone()[0] == 0
     store.db.execute_sql("INSERT INTO steps_fts (steps_fts, rank) VALUES ('integrity-check', 0)")
     assert len(search(store, "w17")) == 1
+
+
+# --- the ranking walk: a head of the best hits, or every hit ---------------------------------
+
+_REFERENCE = """
+SELECT h.trace_id, MAX(h.score), COUNT(*) FROM (
+  SELECT s.trace_id AS trace_id, -bm25(steps_fts, 4.0, 1.0) AS score
+  FROM steps_fts JOIN steps s ON s.rowid = steps_fts.rowid WHERE steps_fts MATCH ?
+  UNION ALL SELECT t.id, -bm25(traces_fts, 4.0, 1.0)
+  FROM traces_fts JOIN traces t ON t.rowid = traces_fts.rowid WHERE traces_fts MATCH ?
+) h JOIN traces t ON t.id = h.trace_id WHERE {where}
+GROUP BY h.trace_id ORDER BY MAX(h.score) DESC, COUNT(*) DESC, h.trace_id LIMIT ?
+"""
+
+
+def reference_ranking(store: Store, text: str, agent: str | None, limit: int) -> list[Any]:
+    """What the search must rank: every hit joined to its trace, grouped, in one query."""
+    query = fts5_query(parse_search(text))
+    where, params = ("t.agent_name = ?", [agent]) if agent else ("1 = 1", [])
+    rows = execute(store, _REFERENCE.format(where=where), [query, query, *params, limit])
+    return [(str(r[0]), pytest.approx(float(r[1])), int(r[2])) for r in rows.fetchall()]
+
+
+@pytest.fixture
+def crowd(store: Store) -> Store:
+    """320 traces whose steps say "refund" among other words (many hits, many ties: identical
+    step texts score alike), agents in two kinds, one trace of 600 matching steps."""
+    rng = random.Random(7)
+    words = ["refund", "order", "late", "card", "gateway", "retry"]
+
+    def text() -> str:
+        return " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+
+    for n in range(320):
+        steps = [
+            {"step_number": k, "step_type": "thought", "output": text()}
+            for k in range(1, rng.randint(2, 6))
+        ]
+        agent = "rare-bot" if n % 40 == 0 else "support-bot"
+        ingest_trace(
+            store, {"id": f"trc_c{n:03d}", "agent_name": agent, "input": text(), "steps": steps}
+        )
+    long_steps = [
+        {"step_number": k, "step_type": "thought", "output": "refund"} for k in range(1, 601)
+    ]
+    ingest_trace(store, {"id": "trc_long", "agent_name": "support-bot", "steps": long_steps})
+    return store
+
+
+@pytest.mark.parametrize(
+    ("text", "agent", "limit"),
+    [
+        ("refund", None, 20),  # the head of the best hits settles it
+        ("refund", None, 1),
+        ("refund order", None, 5),
+        ("refund", "rare-bot", 3),  # a filter: every hit is ranked
+        ("gateway", None, 400),  # more traces than hits: nothing is left out
+        ("late", None, 250),  # the head runs out mid-walk
+    ],
+)
+@pytest.mark.sqlite_only  # (the grouped query is FTS5's)
+def test_the_ranking_is_the_grouped_query_s(
+    crowd: Store, text: str, agent: str | None, limit: int
+) -> None:
+    results = search(crowd, text, TraceFilter(agent=agent), limit=limit)
+    got = [(r.trace.id, r.score, r.matches) for r in results]
+    assert got == reference_ranking(crowd, text, agent, limit)
+    assert got, "the corpus matches"
+
+
+@pytest.mark.sqlite_only
+def test_tied_traces_rank_by_matches_then_id(store: Store) -> None:
+    # 260 traces with the same step text tie on their best score, over more hits than the
+    # head holds: the matches count and then the id order them, as in the grouped query
+    for n in range(260):
+        steps = [
+            {"step_number": k, "step_type": "thought", "output": "refund now"}
+            for k in range(1, 2 + n % 3)
+        ]
+        ingest_trace(store, {"id": f"trc_t{n:03d}", "agent_name": "a", "steps": steps})
+    results = search(store, "refund", limit=10)
+    assert [(r.trace.id, r.score, r.matches) for r in results] == reference_ranking(
+        store, "refund", None, 10
+    )
+    assert {r.matches for r in results} == {3}
+
+
+@pytest.mark.sqlite_only
+def test_hits_past_the_head_still_rank_their_traces(store: Store) -> None:
+    # trc_a's 450 short steps are the best hits and fill the head; trc_c*'s steps score
+    # below them but above trc_b*'s own (long) inputs: ranking only what the head saw would
+    # put trc_b* second
+    filler = [
+        {"step_number": k, "step_type": "thought", "output": "nothing here"} for k in range(1, 3001)
+    ]
+    ingest_trace(store, {"id": "trc_f", "agent_name": "a", "steps": filler})
+    best = [{"step_number": k, "step_type": "thought", "output": "refund"} for k in range(1, 451)]
+    ingest_trace(store, {"id": "trc_a", "agent_name": "a", "steps": best})
+    for n in range(5):
+        ingest_trace(
+            store,
+            {"id": f"trc_b{n}", "agent_name": "a", "input": "refund " + "lorem ipsum dolor " * 8},
+        )
+        ingest_trace(
+            store,
+            {
+                "id": f"trc_c{n}",
+                "agent_name": "a",
+                "steps": [
+                    {"step_number": 1, "step_type": "thought", "output": "refund later please"}
+                ],
+            },
+        )
+    for n in range(40):
+        ingest_trace(store, {"id": f"trc_z{n:02d}", "agent_name": "a", "input": "other words"})
+    results = search(store, "refund", limit=4)
+    expected = reference_ranking(store, "refund", None, 4)
+    assert [(r.trace.id, r.score, r.matches) for r in results] == expected
+    assert [e[0] for e in expected] == ["trc_a", "trc_c0", "trc_c1", "trc_c2"]
