@@ -224,7 +224,13 @@ def hits_params(store: Store, query: str, ids: Sequence[str] = ()) -> list[Any]:
 
 
 def rank_sqlite(
-    store: Store, query: str, where: str, params: list[Any], limit: int
+    store: Store,
+    query: str,
+    where: str,
+    params: list[Any],
+    limit: int,
+    *,
+    head: int | None = None,
 ) -> tuple[list[tuple[str, float, int]], list[tuple[str, int | None, float]]]:
     """The best ``limit`` traces passing ``where`` as ``(id, best score, matches)``, ordered
     as the ranking query orders them (best score, then matches, then id), and every hit of
@@ -237,8 +243,9 @@ def rank_sqlite(
     SQLite itself (a common word matching 300,000 steps is scored in C and 200 rows reach
     Python); only when those do not settle the ranking (a filter rejected most of them) are
     all hits ranked. The chosen traces' other hits are then scored by one query each table,
-    restricted to their rows."""
-    head = max(200, limit * 20)
+    restricted to their rows. ``head``: how many best hits of each table to start on (by
+    default ``max(200, 20 x limit)``)."""
+    head = head or max(200, limit * 20)
     chosen = None
     if where == "1 = 1":
         hits, horizon = _ranked_hits(store, query, head)

@@ -9,14 +9,23 @@ import string
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent_replay.clock import FixedClock
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
-from agent_replay.store.queries import TraceFilter, list_traces
-from agent_replay.store.search import cut_snippet, fts5_query, parse_search, tsquery
+from agent_replay.store.queries import TraceFilter, list_traces, where_sql
+from agent_replay.store.search import (
+    catch_up,
+    cut_snippet,
+    fts5_query,
+    parse_search,
+    rank_sqlite,
+    tsquery,
+)
 from agent_replay.store.trace_search import search
 
 
@@ -504,3 +513,91 @@ def test_hits_past_the_head_still_rank_their_traces(store: Store) -> None:
     expected = reference_ranking(store, "refund", None, 4)
     assert [(r.trace.id, r.score, r.matches) for r in results] == expected
     assert [e[0] for e in expected] == ["trc_a", "trc_c0", "trc_c1", "trc_c2"]
+
+
+_WORDS = ["refund", "order", "late", "card"]
+_TEXTS = st.lists(st.sampled_from(_WORDS), min_size=0, max_size=4).map(" ".join)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    # the store is emptied by the test itself, each example
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    corpus=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), _TEXTS, st.lists(_TEXTS, max_size=4)),
+        min_size=1,
+        max_size=25,
+    ),
+    words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=2, unique=True),
+    agent=st.sampled_from([None, "a"]),
+    limit=st.integers(1, 6),
+    head=st.integers(1, 8),
+)
+@pytest.mark.sqlite_only
+def test_any_head_ranks_as_the_grouped_query(
+    store: Store,
+    corpus: list[tuple[str, str, list[str]]],
+    words: list[str],
+    agent: str | None,
+    limit: int,
+    head: int,
+) -> None:
+    # a tiny vocabulary makes many hits and many ties; a head of 1-8 hits cuts through them
+    with store.write():
+        store.db.execute_sql("DELETE FROM traces")
+    for n, (name, text, steps) in enumerate(corpus):
+        ingest_trace(
+            store,
+            {
+                "id": f"trc_p{n:02d}",
+                "agent_name": name,
+                "input": text or None,
+                "steps": [
+                    {"step_number": k, "step_type": "thought", "output": out or None}
+                    for k, out in enumerate(steps, 1)
+                ],
+            },
+        )
+    text = " ".join(words)
+    query = fts5_query(parse_search(text))
+    catch_up(store)
+    where, params = where_sql(store, TraceFilter(agent=agent))
+    ranked, rows = rank_sqlite(store, query, where, params, limit, head=head)
+    assert [(t, s, c) for t, s, c in ranked] == reference_ranking(store, text, agent, limit)
+    for trace_id, best, count in ranked:  # every hit of a ranked trace, each once
+        mine = [(number, score) for tid, number, score in rows if tid == trace_id]
+        assert len(mine) == len(set(mine)) == count
+        assert max(score for _, score in mine) == best
+
+
+@pytest.mark.sqlite_only
+def test_a_head_cut_inside_a_tie_ranks_every_tied_trace(store: Store) -> None:
+    # six traces tie on their best score; the head (2 hits) holds some of the tied hits only:
+    # trc_t9, with two matches, written last, must still rank first
+    for n in range(5):
+        ingest_trace(
+            store,
+            {
+                "id": f"trc_t{n}",
+                "agent_name": "a",
+                "steps": [{"step_number": 1, "step_type": "thought", "output": "refund"}],
+            },
+        )
+    ingest_trace(
+        store,
+        {
+            "id": "trc_t9",
+            "agent_name": "a",
+            "steps": [
+                {"step_number": k, "step_type": "thought", "output": "refund"} for k in (1, 2)
+            ],
+        },
+    )
+    query = fts5_query(parse_search("refund"))
+    catch_up(store)
+    ranked, _ = rank_sqlite(store, query, "1 = 1", [], 1, head=2)
+    assert [(t, s, c) for t, s, c in ranked] == reference_ranking(store, "refund", None, 1)
+    assert ranked[0][0] == "trc_t9"
