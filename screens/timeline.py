@@ -19,7 +19,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import Header, Input, Label, Static
+from textual.widgets import Input, Label, Static
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe
 from agent_replay.screens.base import PlainToasts, TraceScreen
@@ -32,6 +32,7 @@ from agent_replay.widgets.step_timeline import (
     annotation_labels,
     step_rows,
 )
+from agent_replay.widgets.title_bar import TitleBar
 
 if TYPE_CHECKING:
     from agent_replay.store.shapes import StepJSON, TraceJSON
@@ -244,7 +245,7 @@ class TimelineScreen(TraceScreen):
         """``open`` is waiting for the first steps before pushing the screen."""
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         yield Static(Content(safe(self.trace_id)), id="timeline-header")
         with Horizontal(id="timeline-body"):
             yield StepTimeline(id="step-timeline")
