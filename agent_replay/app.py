@@ -206,10 +206,14 @@ class AgentReplayApp(App[int]):
         # it parsed before, cleared when the theme's variables change), where Textual's
         # loader (``App._load_screen_css``: ``reparse``) parses every source of the app
         # again, ~35 ms on the UI thread.
-        from textual.containers import Horizontal
         from textual.widgets import LoadingIndicator
 
-        widgets = (timeline.StepTimeline(), timeline.StepDetail(), Horizontal(), LoadingIndicator())
+        widgets = (
+            timeline.TitleBar(),
+            timeline.StepTimeline(),
+            timeline.StepDetail(),
+            LoadingIndicator(),
+        )
         for widget in widgets:
             for read_from, css, tie_breaker, scope in widget._get_default_css():
                 self.stylesheet.add_source(

@@ -551,6 +551,53 @@ async def test_a_trace_opens_with_its_steps_on_its_first_frame(seeded_store, tui
         assert app.screen.trace_id == TOOLCHAIN  # type: ignore[attr-defined]
 
 
+async def test_a_slow_first_read_shows_the_panes_loading_then_the_steps(
+    seeded_store, tui, monkeypatch
+) -> None:
+    """When the first steps take longer than SHOW_WAIT (another connection holds the store),
+    the timeline is shown anyway with both panes loading; the steps replace the indicators
+    once the store lets the read through."""
+    import sqlite3
+
+    from agent_replay.screens import timeline as timeline_module
+
+    monkeypatch.setattr(timeline_module, "SHOW_WAIT", 0.05)
+    assert seeded_store.path is not None
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        holder = sqlite3.connect(seeded_store.path, isolation_level=None)
+        holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")  # readers wait (busy_timeout) until it ends
+        try:
+            app.open_trace(TOOLCHAIN)
+            for _ in range(100):
+                await pilot.pause(0.02)
+                if isinstance(app.screen, TimelineScreen):
+                    break
+            screen = app.screen
+            assert isinstance(screen, TimelineScreen)
+            for _ in range(20):
+                await pilot.pause()
+            assert screen.timeline.loading and screen.detail.loading
+            # What is painted: an indicator in the place of each pane (a cover, not a child)
+            assert len(_painted_loading(app)) == 2
+            assert not screen.timeline.rows
+        finally:
+            holder.execute("COMMIT")
+            holder.close()
+        await settle(pilot)
+        assert [row.name for row in _timeline(app).rows] == TOOLCHAIN_NAMES
+        assert not _painted_loading(app)
+
+
+def _painted_loading(app: Any) -> list[Any]:
+    from textual.widgets import LoadingIndicator
+
+    visible = app.screen._compositor.visible_widgets
+    return [w for w in visible if isinstance(w, LoadingIndicator)]
+
+
 async def test_a_timeline_pushed_as_it_is_loads_its_trace(seeded_store, tui) -> None:
     """A TimelineScreen pushed without open_trace reads its trace itself once mounted."""
     app = tui(seeded_store)
