@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
+from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import ModalScreen
 from textual.timer import Timer
@@ -243,6 +244,9 @@ class TimelineScreen(TraceScreen):
         """The first steps (or why there are none) are in the screen's queue."""
         self._show_pending: Timer | None = None
         """``open`` is waiting for the first steps before pushing the screen."""
+        self._styled = False
+        """Pushed with its CSS already in the app's stylesheet: the push's ScreenResume
+        need not restyle it (``post_message``)."""
 
     def compose(self) -> ComposeResult:
         yield TitleBar()
@@ -299,7 +303,20 @@ class TimelineScreen(TraceScreen):
         if self._show_pending is not None:
             self._show_pending.stop()
             self._show_pending = None
+            stylesheet = self.app.stylesheet
+            self._styled = all(stylesheet.has_source(str(p), "") for p in self.css_path)
             self.app.push_screen(self)
+
+    def post_message(self, message: Message) -> bool:
+        # The ScreenResume of a push restyles every node of the screen (Textual's
+        # ``refresh_styles``), each styled a moment before as it was mounted: 2-4 ms of every
+        # open (issue 17). Left out when the app had this screen's CSS before the push (the
+        # warm-up loads it), so nothing the nodes were styled with has changed since; on a
+        # first push that loads it, the screen's own node was styled without it.
+        if isinstance(message, events.ScreenResume) and self._styled:
+            self._styled = False
+            message = events.ScreenResume(refresh_styles=False)
+        return super().post_message(message)
 
     def on_mount(self) -> None:
         self.timeline.focus()

@@ -598,6 +598,49 @@ def _painted_loading(app: Any) -> list[Any]:
     return [w for w in visible if isinstance(w, LoadingIndicator)]
 
 
+async def test_the_first_resume_leaves_out_a_restyle_that_would_change_nothing(
+    seeded_store, tui
+) -> None:
+    """A timeline pushed once the warm-up has loaded its CSS skips the restyle of the push's
+    ScreenResume (its nodes were styled as they mounted): restyling them all afterwards
+    changes no style."""
+    resumes: list[bool] = []
+
+    def on_message(message: Message) -> None:
+        if isinstance(message, events.ScreenResume) and isinstance(app.screen, TimelineScreen):
+            resumes.append(message.refresh_styles)
+
+    app = tui(seeded_store)
+    async with app.run_test(size=SIZE, message_hook=on_message) as pilot:
+        await settle(pilot)
+        app.open_trace(TOOLCHAIN)
+        await settle(pilot)
+        screen = app.screen
+        nodes = [screen, *screen.walk_children(with_self=False)]
+        before = [(node, node.rich_style, node.styles.css) for node in nodes]
+        screen.update_node_styles(animate=False)
+        await pilot.pause()
+        assert [(n, n.rich_style, n.styles.css) for n, _, _ in before] == before
+        assert resumes == [False]  # Textual's push asks for the restyle
+
+
+async def test_a_first_timeline_loading_its_css_restyles_on_resume(seeded_store, tui) -> None:
+    """Opened before the warm-up loaded the screen's CSS (a trace given on the command line),
+    the push's resume restyles the screen, which was styled without it."""
+    resumes: list[bool] = []
+
+    def on_message(message: Message) -> None:
+        if isinstance(message, events.ScreenResume) and isinstance(app.screen, TimelineScreen):
+            resumes.append(message.refresh_styles)
+
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE, message_hook=on_message) as pilot:
+        await settle(pilot)
+        assert resumes[:1] == [True]
+        assert app.screen.styles.layout is not None
+        assert app.screen.styles.layout.name == "horizontal"
+
+
 async def test_a_timeline_pushed_as_it_is_loads_its_trace(seeded_store, tui) -> None:
     """A TimelineScreen pushed without open_trace reads its trace itself once mounted."""
     app = tui(seeded_store)
