@@ -34,21 +34,26 @@ from list import BIG_ID, CACHE, build_store, cached_store  # noqa: E402
 SIZE = (120, 36)
 
 FRAMES = r"""
-import time
+import re, time
 from textual.drivers.headless_driver import HeadlessDriver
+
+PAINT = re.compile("\x1b\\[[0-9]+;[0-9]+H")  # a cursor move to a cell: a frame being drawn
 
 class FrameDriver(HeadlessDriver):
     # Headless input and size, but the app renders each frame to terminal bytes as it does for
     # a real terminal (Textual skips that for a headless driver); the bytes are dropped. At
-    # each write, every pending probe is asked whether the screen now shows what it waits
-    # for: the time of the first write for which it does is when that paint reached the
-    # terminal.
+    # each write that paints (a frame; not the pointer-shape sequence Textual writes when a
+    # screen is pushed, before that screen's first frame), every pending probe is asked
+    # whether the screen now shows what it waits for: the time of the first such write for
+    # which it does is when that paint reached the terminal.
     probes = {}
     marks = {}
     @property
     def is_headless(self):
         return False
     def write(self, data):
+        if not PAINT.search(data):
+            return
         for name, probe in list(FrameDriver.probes.items()):
             if probe():
                 FrameDriver.marks[name] = time.perf_counter()
