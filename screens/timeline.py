@@ -244,6 +244,8 @@ class TimelineScreen(TraceScreen):
         """The first steps (or why there are none) are in the screen's queue."""
         self._show_pending: Timer | None = None
         """``open`` is waiting for the first steps before pushing the screen."""
+        self._detail_shown = False
+        """The detail has shown a step (the first one's sections follow the first frame)."""
         self._styled = False
         """Pushed with its CSS already in the app's stylesheet: the push's ScreenResume
         need not restyle it (``post_message``)."""
@@ -359,7 +361,11 @@ class TimelineScreen(TraceScreen):
         # handled after the screen's first paint, which would show an empty detail pane.
         selected = self.timeline.selected_step
         if selected is not None:
-            self.detail.step = self._steps.get(selected)
+            if self._detail_shown:
+                self.detail.step = self._steps.get(selected)
+            else:  # the screen's first frame, usually: the step's title paints with it
+                self._detail_shown = True
+                self.detail.show_title_first(self._steps.get(selected))
         self.mark_updated()
         self._show_loading(False)
         if self._partial:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from textual import events
 from textual.message import Message
-from textual.widgets import Input
+from textual.widgets import Input, Static
 from textual.worker import WorkerFailed
 from tuikit import SIZE, settle
 
@@ -524,19 +524,25 @@ async def test_a_long_trace_shows_its_first_steps_then_all_of_them(empty_store, 
 
 async def test_a_trace_opens_with_its_steps_on_its_first_frame(seeded_store, tui) -> None:
     """open_trace pushes the timeline once its first steps are read: the screen has them,
-    and the first step's detail, before it first paints (no empty frame, no loading
-    indicator); a second open while the first is read is dropped (that Enter would have
-    reached the new screen)."""
-    first_frame: list[tuple[int, bool, str | None]] = []
+    and the first step's title in the detail, before it first paints (no empty frame, no
+    loading indicator); the step's sections follow on the next frame (one mounted before the
+    first would not be laid out in time for it). A second open while the first is read is
+    dropped (that Enter would have reached the new screen)."""
+    first_frame: list[tuple[int, bool, str, str | None]] = []
 
     def on_message(message: Message) -> None:
         if not isinstance(message, events.ScreenResume) or not app.screen_stack:
             return
         screen = app.screen
         if isinstance(screen, TimelineScreen):
-            loading = bool(screen.query("LoadingIndicator"))
+            title = str(screen.detail.query_one("#detail-title", Static).render())
             first_frame.append(
-                (len(screen.timeline.rows), loading, screen.detail.section_text("input"))
+                (
+                    len(screen.timeline.rows),
+                    screen.timeline.loading,
+                    title.split("\n")[0],
+                    screen.detail.section_text("input"),
+                )
             )
 
     app = tui(seeded_store)
@@ -545,8 +551,8 @@ async def test_a_trace_opens_with_its_steps_on_its_first_frame(seeded_store, tui
         app.open_trace(TOOLCHAIN)
         app.open_trace("trc_demo4goodrun")
         await settle(pilot)
-        assert first_frame == [(len(TOOLCHAIN_NAMES), False, _detail(app).section_text("input"))]
-        assert first_frame[0][2]  # the first step's detail, on that first frame
+        assert first_frame == [(len(TOOLCHAIN_NAMES), False, "Step 1  ∴ thought  plan", None)]
+        assert _detail(app).section_text("input")  # on the frame after
         assert [type(s).__name__ for s in app.screen_stack] == ["TraceListScreen", "TimelineScreen"]
         assert app.screen.trace_id == TOOLCHAIN  # type: ignore[attr-defined]
 
