@@ -743,3 +743,27 @@ async def test_the_palette_names_each_commands_key(seeded_store, tui) -> None:
         await settle(pilot)
         titles = [command.title for command in app.get_system_commands(app.screen)]
         assert "Tree/why  [t]" in titles and "Traces  [T]" in titles and "Copy input  [y]" in titles
+
+
+async def test_component_styles_are_styled_when_drawn_and_follow_focus_and_theme(
+    seeded_store, tui
+) -> None:
+    """The timeline's component classes are styled when it is next drawn, not at each
+    restyle (CursorLines): a restyle leaves them stale, the cursor's style still follows the
+    focus and the bar track's the theme."""
+    app = tui(seeded_store, initial_trace=TOOLCHAIN)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        timeline = _timeline(app)
+        focused = timeline.component_style("cursor")
+        track = timeline.component_style("bar-track", partial=False)
+        timeline.update_node_styles(animate=False)
+        assert timeline._components_stale  # not styled by the restyle itself
+        _detail(app).focus()
+        await settle(pilot)
+        assert not timeline._components_stale  # styled for the repaint the blur asked for
+        blurred = timeline.component_style("cursor")
+        assert blurred != focused and focused.bold and not blurred.bold
+        app.theme = "textual-light"
+        await settle(pilot)
+        assert timeline.component_style("bar-track", partial=False) != track
