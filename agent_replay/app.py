@@ -399,6 +399,30 @@ class AgentReplayApp(App[int]):
         self.notify(message, title="Error", severity="error", timeout=8)
 
 
+GC_THRESHOLDS = (10_000, 10, 10)
+"""The cyclic collector's thresholds while the app runs (CPython's: 700, 10, 10)."""
+
+
+def calm_collector() -> None:
+    """Freeze what is loaded (Textual, Rich, the app's modules: never garbage) and collect
+    the young generation every 10,000 allocations, not 700: a screen's compose, styling and
+    paint allocate tens of thousands of short-lived objects, and the default thresholds ran
+    ~20 collections (one or two of the middle generation, 1-2 ms) inside opening a trace
+    (issue 17). Objects are mostly acyclic, so little waits longer to be freed. Once per
+    process: a second freeze would keep the cyclic garbage of an earlier app (a test's)
+    forever."""
+    import gc
+
+    global _collector_calmed
+    if not _collector_calmed:
+        _collector_calmed = True
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
+
+
+_collector_calmed = False
+
+
 def make_app(
     store: Store,
     clock: Clock | None = None,
@@ -417,6 +441,7 @@ def make_app(
     (each with its own connection) touch the database.
     """
     store.close()
+    calm_collector()
     return AgentReplayApp(
         store,
         clock or SystemClock(),
