@@ -13,7 +13,7 @@ A TUI module: imports Textual, never the store.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -299,10 +299,26 @@ class StepDetail(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         # The sections are mounted when a step first has something to show in them
-        # (``_section``): most steps fill two or three of the eight, and every widget mounted
-        # is styled and laid out again each time the screen is shown.
+        # (``_section``), and the empty-state line when there is no step to show
+        # (``_show_empty``): most steps fill two or three of the eight sections, a timeline
+        # opens on a step, and every widget mounted is styled and laid out again each time
+        # the screen is shown.
         yield Static(id="detail-title")
-        yield Static(Content(self.empty_message), id="detail-empty")
+
+    def on_mount(self) -> None:
+        # No step yet: say so, unless one arrives before the first frame (a timeline's
+        # first step usually does).
+        self.call_after_refresh(self._show_empty)
+
+    def _show_empty(self) -> None:
+        """The empty-state line, mounted the first time there is no step to show."""
+        if self.step is not None:
+            return
+        found = self.query_children("#detail-empty")
+        if found:
+            found.first().display = True
+        else:
+            self.mount(Static(Content(self.empty_message), id="detail-empty"))
 
     def _section(self, key: str) -> Static:
         """The section ``key``, mounted (in ``SECTIONS`` order) the first time it is used."""
@@ -314,8 +330,12 @@ class StepDetail(VerticalScroll):
         keys = [name for name, _ in SECTIONS]
         later = keys[keys.index(key) + 1 :]
         before = next(
-            (child for child in self.children if child.id in {f"detail-{k}" for k in later}),
-            self.query_one("#detail-empty"),
+            (
+                child
+                for child in self.children
+                if child.id in {f"detail-{k}" for k in later} or child.id == "detail-empty"
+            ),
+            None,
         )
         self.mount(section, before=before)
         return section
@@ -328,8 +348,8 @@ class StepDetail(VerticalScroll):
         self._show()
 
     def watch_empty_message(self, message: str) -> None:
-        if self.is_mounted:
-            self.query_one("#detail-empty", Static).update(Content(message))
+        for empty in self.query_children("#detail-empty"):
+            cast(Static, empty).update(Content(message))
 
     def section_text(self, key: str) -> str | None:
         """The plain text of a section (``None`` when hidden): what a test or a copy reads."""
@@ -353,7 +373,11 @@ class StepDetail(VerticalScroll):
         if not self.is_mounted:
             return
         step = self.step
-        self.query_one("#detail-empty").display = step is None
+        if step is None:
+            self._show_empty()
+        else:
+            for empty in self.query_children("#detail-empty"):
+                empty.display = False
         title = self.query_one("#detail-title", Static)
         title.display = step is not None
         if step is not None:

@@ -147,6 +147,22 @@ async def test_a_trace_without_steps_says_so(empty_store, tui) -> None:
         assert empty.display and "This trace has no steps." in str(empty.render())
 
 
+async def test_the_empty_state_line_is_mounted_only_when_there_is_no_step(empty_store, tui) -> None:
+    """A timeline that opens on a step never mounts the detail's empty-state line; a trace
+    without steps gets it (it appears once there is nothing to show)."""
+    _ingest_steps(empty_store, "trc_some", [{"step_number": 1, "step_type": "thought"}])
+    _ingest_steps(empty_store, "trc_none", [])
+    app = tui(empty_store, initial_trace="trc_some")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert _timeline(app).selected_step == 1
+        assert not app.screen.query("#detail-empty")
+        app.open_trace("trc_none")
+        await settle(pilot)
+        empty = app.screen.query_one("#detail-empty")
+        assert empty.display and "This trace has no steps." in str(empty.render())
+
+
 async def test_down_selects_the_next_step_and_shows_it(seeded_store, tui) -> None:
     """Down moves the cursor, posts StepSelected, and the detail shows that step."""
     seen: list[Message] = []
