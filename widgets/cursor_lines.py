@@ -275,30 +275,32 @@ class CursorLines(LineView, can_focus=True):
         # blurred, its screen shown) and styles each component class there and then: a
         # virtual node and a style pass of its own, ~90% of restyling a StepTimeline (1.4 of
         # 1.6 ms), paid twice on each open (mount, then focus). Answered with none, and
-        # marked stale: ``get_component_rich_style`` styles them, with the same machinery,
-        # once before the widget is next drawn.
+        # marked stale: ``get_component_rich_style`` styles the ones a draw asks for, with
+        # the same machinery (a first frame uses about half of them).
         self._components_stale = True
         self.clear_caches()
         self.refresh()
         return frozenset()
 
-    def _style_components(self) -> None:
-        """What Textual's ``Stylesheet._process_component_classes`` does, when drawn."""
-        self._components_stale = False
-        stylesheet = self.app.stylesheet
-        self._component_styles.clear()
-        for component in sorted(DOMNode._get_component_classes.__func__(type(self))):  # type: ignore[attr-defined]
-            virtual_node = DOMNode(classes=component)
-            virtual_node._attach(self)
-            stylesheet.apply(virtual_node, animate=False)
-            self._component_styles[component] = virtual_node.styles
-        self._rich_style_cache.clear()
+    def _style_components(self, names: tuple[str, ...]) -> None:
+        """What Textual's ``Stylesheet._process_component_classes`` does, for ``names``."""
+        if self._components_stale:
+            self._components_stale = False
+            self._component_styles.clear()
+            self._rich_style_cache.clear()
+        known = DOMNode._get_component_classes.__func__(type(self))  # type: ignore[attr-defined]
+        for component in names:
+            if component in known and component not in self._component_styles:
+                virtual_node = DOMNode(classes=component)
+                virtual_node._attach(self)
+                self.app.stylesheet.apply(virtual_node, animate=False)
+                self._component_styles[component] = virtual_node.styles
 
     def get_component_rich_style(
         self, *names: str, partial: bool = False, default: Style | None = None
     ) -> Style:
-        if self._components_stale:
-            self._style_components()
+        if self._components_stale or not all(n in self._component_styles for n in names):
+            self._style_components(names)
         return super().get_component_rich_style(*names, partial=partial, default=default)
 
     # --- rendering --------------------------------------------------------------------
