@@ -26,7 +26,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import DataTable, Header, Static
+from textual.widgets import DataTable, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from agent_replay.display import fmt_int, safe, truncate
@@ -54,6 +54,7 @@ from agent_replay.widgets.charts import (
 )
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.status import status_rich_style
+from agent_replay.widgets.title_bar import TitleBar
 
 EMPTY_STORE = (
     "No traces yet, so there is nothing to chart.\n\n"
@@ -187,7 +188,7 @@ class DashboardScreen(BaseScreen):
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         with Vertical(id="dashboard-body"):
             with Horizontal(id="totals"):
                 for key, title, short, width in (

@@ -23,7 +23,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import Header, Static
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, safe, truncate
@@ -46,6 +46,7 @@ from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.pair_detail import PairDetail
 from agent_replay.widgets.status import status_style
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS, annotation_labels
+from agent_replay.widgets.title_bar import TitleBar
 
 _MUTED = "$text-muted"
 _MAX_PATHS = 3
@@ -244,7 +245,7 @@ class DiffScreen(BaseScreen):
         """The comparison (``None`` until it arrives)."""
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         yield Static(Content(f"A {safe(self.a_id)}  ·  B {safe(self.b_id)}"), id="diff-summary")
         with Vertical(id="diff-body"):
             yield DiffView(id="diff-view")

@@ -24,7 +24,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import DataTable, Header, Static
+from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_time, safe, truncate
@@ -33,6 +33,7 @@ from agent_replay.screens.base import BaseScreen
 from agent_replay.screens.live_watch import fmt_age
 from agent_replay.trace.base import canonical_time, time_ms
 from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.title_bar import TitleBar
 
 PAGE_SIZE = 200
 PREFETCH_MARGIN = 40
@@ -249,7 +250,7 @@ class EvalsScreen(BaseScreen):
         self._refreshing = False
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         yield Static("", id="evals-title")
         with Horizontal(id="evals-body"):
             yield DataTable(id="eval-table", cursor_type="row", zebra_stripes=True)

@@ -32,7 +32,6 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import (
     Button,
-    Header,
     OptionList,
     RadioButton,
     RadioSet,
@@ -58,6 +57,7 @@ from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.pair_detail import field_diff_lines
 from agent_replay.widgets.step_detail import json_text
 from agent_replay.widgets.step_timeline import STEP_COLORS, STEP_ICONS
+from agent_replay.widgets.title_bar import TitleBar
 
 if TYPE_CHECKING:
     from agent_replay.store.shapes import TraceJSON
@@ -183,7 +183,7 @@ class ForkEditorScreen(TraceScreen):
         """Where the JSON error is (line, column), when the editor holds invalid JSON."""
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         yield Static(Content(f"Fork {safe(self.trace_id)}"), id="fork-header")
         with Horizontal(id="fork-body"):
             yield OptionList(id="fork-steps")

@@ -24,7 +24,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Header, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
@@ -37,6 +37,7 @@ from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.live_steps import LiveStepRow, LiveSteps
 from agent_replay.widgets.status import status_style
 from agent_replay.widgets.step_timeline import StepTimeline
+from agent_replay.widgets.title_bar import TitleBar
 
 DEFAULT_INTERVAL = 0.5
 """Seconds between polls of the store."""
@@ -242,7 +243,7 @@ class LiveWatchScreen(BaseScreen):
         self._rows_cache: dict[int, tuple[LiveStep, LiveStepRow]] = {}
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         with Horizontal(id="watch-body"):
             with Vertical(id="watch-traces-pane"):
                 yield WatchTraceList(id="watch-traces")

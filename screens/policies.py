@@ -23,7 +23,7 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Header, Label, Static
+from textual.widgets import Button, DataTable, Label, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_time, safe, truncate
@@ -32,6 +32,7 @@ from agent_replay.screens.base import BaseScreen, PlainToasts, agent_app
 from agent_replay.services.guard.policy import Policy
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.policy_form import PolicyDraft, PolicyForm, PreviewStep, preview_steps
+from agent_replay.widgets.title_bar import TitleBar
 
 if TYPE_CHECKING:
     from agent_replay.store.shapes import StepJSON
@@ -359,7 +360,7 @@ class PoliciesScreen(BaseScreen):
         return self.policies[min(self.table.cursor_row, len(self.policies) - 1)]
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         with Vertical(id="policies-body"):
             yield DataTable(id="policies-table", cursor_type="row", zebra_stripes=True)
             yield Static(EMPTY, id="policies-empty", classes="-empty-state", markup=False)

@@ -26,7 +26,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
-from textual.widgets import Header, Input, ProgressBar, Static
+from textual.widgets import Input, ProgressBar, Static
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.errors import AgentReplayError
@@ -36,6 +36,7 @@ from agent_replay.widgets.cursor_lines import LineView
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.replay_state import ReplayState
 from agent_replay.widgets.step_timeline import STEP_ICONS
+from agent_replay.widgets.title_bar import TitleBar
 
 COLUMNS = (
     ("#", "number", 3),
@@ -279,7 +280,7 @@ class ReplayScreen(TraceScreen):
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         with Horizontal(id="replay-bar"):
             yield Static("", id="replay-status")
             yield ProgressBar(total=1, show_eta=False, id="replay-progress")

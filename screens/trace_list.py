@@ -22,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import DataTable, Header, Input, Static
+from textual.widgets import DataTable, Input, Static
 from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe, truncate
@@ -37,6 +37,7 @@ from agent_replay.store.queries import (
 )
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.status import status_rich_style
+from agent_replay.widgets.title_bar import TitleBar
 
 PAGE_SIZE = 200
 PREFETCH_MARGIN = 40
@@ -183,7 +184,7 @@ class TraceListScreen(BaseScreen):
         """The marked trace ids, oldest first: ``marks[0]`` is A, ``marks[1]`` is B."""
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         with Vertical(id="trace-list-body"):
             yield Input(
                 placeholder=(

@@ -19,12 +19,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Header, Static, Tree
+from textual.widgets import Static, Tree
 
 from agent_replay.display import fmt_int, fmt_ms, safe, truncate
 from agent_replay.screens.base import TraceScreen
 from agent_replay.services.analysis import decision_points, why_chain
 from agent_replay.widgets.key_bar import KeyBar
+from agent_replay.widgets.title_bar import TitleBar
 from agent_replay.widgets.why_tree import WhyTree, decisions_text, why_text
 
 
@@ -98,7 +99,7 @@ class TreeWhyScreen(TraceScreen):
         """Index of the hop picked in the why panel (0: the step itself)."""
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield TitleBar()
         yield Static("", id="tree-why-title")
         with Horizontal(id="tree-why-body"):
             yield WhyTree(id="why-tree")
