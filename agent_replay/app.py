@@ -7,8 +7,10 @@ Every store access happens in thread workers (``self.store`` queries inside
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual import work
@@ -118,7 +120,13 @@ class AgentReplayApp(App[int]):
         watch_interval: float = 0.5,
         refresh_interval: float | None = 1.0,
     ) -> None:
-        super().__init__()
+        # The trace list's CSS is read with the app's own, not when its screen is first
+        # shown: Textual parses every source of the app again each time a screen brings a
+        # new file (``App._load_screen_css``), ~20-35 ms before the first paint (issue 17).
+        from agent_replay.screens.trace_list import TraceListScreen
+
+        list_css = Path(inspect.getfile(TraceListScreen)).parent / str(TraceListScreen.CSS_PATH)
+        super().__init__(css_path=[str(self.CSS_PATH), list_css.resolve()])
         self.store = store
         """The store; query it only from thread workers."""
         self.clock = clock
