@@ -8,6 +8,7 @@ Every store access happens in thread workers (``self.store`` queries inside
 from __future__ import annotations
 
 import inspect
+import threading
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
@@ -148,6 +149,10 @@ class AgentReplayApp(App[int]):
         self.store_version = 0
         """How many changes to the store the app has seen (``StoreChanged``)."""
         self._watcher: ChangeSignal | None = None
+        self._watcher_lock = threading.Lock()
+        self._watcher_closed = False
+        self._watching = bool(refresh_interval) and (store.path is not None or not store.is_sqlite)
+        """The app polls the store for other connections' commits (``check_store``)."""
         self._warmed = False
         self._opening: weakref.ref[TimelineScreen] | None = None
         """The last timeline ``open_trace`` opened, while it lives (it may still be reading
@@ -168,7 +173,7 @@ class AgentReplayApp(App[int]):
         self.switch_mode(self.initial_mode)
         if self.initial_trace:
             self.open_trace(self.initial_trace)
-        if self.refresh_interval and (self.store.path is not None or not self.store.is_sqlite):
+        if self._watching and self.refresh_interval:
             self.set_interval(self.refresh_interval, self.check_store)
 
     def _dashboard_screen(self) -> Screen[None]:
@@ -249,21 +254,41 @@ class AgentReplayApp(App[int]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="store-watch")
     def _check_store(self) -> None:
-        if self._watcher is None:
-            from agent_replay.store.changes import ChangeSignal
-
-            self._watcher = ChangeSignal(self.store)
-        if self._watcher.changed():
+        watcher = self._change_watcher()
+        if watcher is not None and watcher.changed():
             self.call_from_thread(self._store_changed)
+
+    def baseline_changes(self) -> None:
+        """Take the change watcher's baseline now, if it has none (any thread; a worker about
+        to read a screen's first view calls it first). Its first check is a baseline: taken
+        after that read, by the poll a second later, it hid every commit in between (a trace
+        recorded just after the app started never appeared, until something else was
+        written). A no-op when the app does not watch the store."""
+        if self._watching:
+            self._change_watcher()
+
+    def _change_watcher(self) -> ChangeSignal | None:
+        """The change watcher, made (and its baseline taken) on first use; ``None`` once the
+        app has closed it."""
+        with self._watcher_lock:
+            if self._watcher is None and not self._watcher_closed:
+                from agent_replay.store.changes import ChangeSignal
+
+                self._watcher = ChangeSignal(self.store)
+                self._watcher.changed()  # the baseline
+                return None  # nothing to compare with yet
+            return self._watcher
 
     def _store_changed(self) -> None:
         self.store_version += 1
         self.screen.post_message(StoreChanged(self.store_version))
 
     def on_unmount(self) -> None:
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
+        with self._watcher_lock:
+            self._watcher_closed = True
+            if self._watcher is not None:
+                self._watcher.close()
+                self._watcher = None
 
     def open_trace(self, trace_id: str, step: int | None = None) -> None:
         """Push the step timeline of a trace (an id or unique prefix) on the current mode,

@@ -282,6 +282,7 @@ class TimelineScreen(TraceScreen):
 
         def read_first() -> None:
             try:
+                app.baseline_changes()  # before the read: a commit after it is seen
                 message = self.read_trace(store, FIRST_STEPS, self._initial_step)
             except BaseException:
                 app.call_later(self._push)  # the app reports the failure; show the screen

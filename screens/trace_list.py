@@ -260,6 +260,7 @@ class TraceListScreen(BaseScreen):
         parsed = parse_query(query, self.app.clock.now())
         store = self.app.store
         descending = self.descending
+        self.app.baseline_changes()  # before the read: a commit after it is seen
         with store.db.connection_context():
             page = list_traces(
                 store,

@@ -585,7 +585,9 @@ async def test_a_slow_first_read_shows_the_panes_loading_then_the_steps(
 
     monkeypatch.setattr(timeline_module, "SHOW_WAIT", 0.05)
     assert seeded_store.path is not None
-    app = tui(seeded_store)
+    # No change watcher: its connection, open from the first read on, would keep the holder
+    # below from taking its exclusive lock (in WAL mode every open connection keeps one out)
+    app = tui(seeded_store, refresh_interval=None)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         holder = sqlite3.connect(seeded_store.path, isolation_level=None)

@@ -181,6 +181,29 @@ async def test_a_trace_written_by_another_process_appears(seeded_store, tui, tmp
         assert "updated 12:00:00" in str(app.screen.query_one("KeyBar").render())
 
 
+async def test_a_trace_written_right_after_start_appears(seeded_store, tui) -> None:
+    """A commit between the list's first read and the poll's first check is seen: the
+    watcher's baseline is taken before that read (it was taken by the first poll, a second
+    later, and hid the commit until something else was written)."""
+    from agent_replay.services.ingest import ingest_trace
+    from agent_replay.store.db import ensure_database
+
+    app = tui(seeded_store, refresh_interval=1.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "trc_justafter" not in _ids(app)
+        other = ensure_database(seeded_store.path.parent)  # another connection
+        try:
+            ingest_trace(other, {"id": "trc_justafter", "agent_name": "a"})
+        finally:
+            other.close()
+        for _ in range(60):  # the poll runs every second
+            await pilot.pause(0.1)
+            if "trc_justafter" in _ids(app):
+                break
+        assert "trc_justafter" in _ids(app)
+
+
 async def test_q_quits_in_an_empty_store(empty_store, tui) -> None:
     """With no traces the table is hidden, yet q quits (it does not type into the filter)."""
     app = tui(empty_store)
