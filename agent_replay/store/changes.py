@@ -12,15 +12,10 @@ import threading
 from peewee import SQL, Case, Select, fn
 
 from agent_replay.store.db import Store, shared_connection
-from agent_replay.store.live import data_version
-from agent_replay.store.models import (
-    AnnotationRow,
-    DecisionRow,
-    EvalRow,
-    SnapshotRow,
-    StepRow,
-    TraceRow,
-)
+
+# Imports nothing beyond the store handle at load: the app takes its baseline in the worker
+# about to read the first screen's rows, ahead of that read (issue 17: the trace list's first
+# paint). The models are imported by the PostgreSQL fingerprint, when a team store needs it.
 
 
 def _pg_fingerprint() -> Select:
@@ -28,6 +23,15 @@ def _pg_fingerprint() -> Select:
     decisions, snapshots, evals or annotations (arrival sequences and counts, each an index
     seek or an index-only count), a step closed (the partial index of open steps), a trace
     finished (the status index). PostgreSQL only (``seq``: migration 0007)."""
+    from agent_replay.store.models import (
+        AnnotationRow,
+        DecisionRow,
+        EvalRow,
+        SnapshotRow,
+        StepRow,
+        TraceRow,
+    )
+
     seq = SQL("seq")
     rows = fn.COUNT(SQL("*"))
     return Select(
@@ -81,7 +85,7 @@ class ChangeSignal:
     def _changed(self) -> bool:
         store = self._store
         if store.is_sqlite:
-            token: object = data_version(store)
+            token: object = int(store.db.pragma("data_version"))  # as store.live.data_version
         else:
             wal = str(store.db.execute(_pg_wal()).fetchone()[0])
             if wal == self._wal:
