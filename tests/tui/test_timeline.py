@@ -434,6 +434,30 @@ async def test_the_timeline_of_a_running_trace_grows_on_its_own(empty_store, tui
         assert timeline.selected_step == 1
 
 
+async def test_a_step_recorded_right_after_the_open_appears(empty_store, tui) -> None:
+    """Opened straight on a running trace: a step committed between the open's read and the
+    poll's first check is shown (the watcher's baseline is taken before that read)."""
+    from tuikit import CLOCK
+
+    from agent_replay.services.recorder import TraceRecorder
+
+    recorder = TraceRecorder(empty_store, clock=CLOCK)
+    with empty_store.db.connection_context():
+        trace_id = recorder.start_trace("live-agent", trace_id="trc_livefirst")
+        recorder.step(trace_id, {"step_number": 1, "step_type": "thought", "name": "plan"})
+    app = tui(empty_store, initial_trace=trace_id, refresh_interval=1.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert [row.number for row in _timeline(app).rows] == [1]
+        with empty_store.db.connection_context():
+            recorder.step(trace_id, {"step_number": 2, "step_type": "thought", "name": "next"})
+        for _ in range(60):  # the poll runs every second
+            await pilot.pause(0.1)
+            if len(_timeline(app).rows) == 2:
+                break
+        assert [row.number for row in _timeline(app).rows] == [1, 2]
+
+
 async def test_steps_that_arrive_below_the_view_are_counted_until_seen(empty_store, tui) -> None:
     """A running trace grows past the bottom of the view: the header says "N new ↓" and the
     cursor stays put; scrolling to the end shows them and the count goes."""
