@@ -11,7 +11,7 @@ import threading
 
 from peewee import SQL, Case, Select, fn
 
-from agent_replay.store.db import Store, shared_connection
+from agent_replay.store.db import Store, data_version, shared_connection
 
 # Imports nothing beyond the store handle at load: the app takes its baseline in the worker
 # about to read the first screen's rows, ahead of that read (issue 17: the trace list's first
@@ -85,7 +85,7 @@ class ChangeSignal:
     def _changed(self) -> bool:
         store = self._store
         if store.is_sqlite:
-            token: object = int(store.db.pragma("data_version"))  # as store.live.data_version
+            token: object = data_version(store)
         else:
             wal = str(store.db.execute(_pg_wal()).fetchone()[0])
             if wal == self._wal:

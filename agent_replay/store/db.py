@@ -316,6 +316,17 @@ def pg_value(value: Any) -> Any:
     return value
 
 
+def data_version(store: Store) -> int | None:
+    """SQLite's ``PRAGMA data_version`` on this connection (``None`` on other databases).
+
+    It changes when *another* connection commits, so it only means something when asked
+    twice on the same connection.
+    """
+    if not isinstance(store.db, SqliteDatabase):
+        return None
+    return int(store.db.pragma("data_version"))
+
+
 def shared_connection(store: Store) -> Store:
     """A second handle on an open store with one connection of its own that any thread may
     use (one at a time: the caller serializes), connected now. For a long-lived reader such

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from peewee import SQL, Case, ColumnBase, Expression, Node, NodeList, Select, SqliteDatabase, fn
+from peewee import SQL, Case, ColumnBase, Expression, Node, NodeList, Select, fn
 
 from agent_replay.store.db import Store
 from agent_replay.store.models import DecisionRow, SnapshotRow, StepRow, TraceRow
@@ -278,17 +278,6 @@ class FeedStats:
 
 
 # --- queries ---------------------------------------------------------------------------------
-
-
-def data_version(store: Store) -> int | None:
-    """SQLite's ``PRAGMA data_version`` on this connection (``None`` on other databases).
-
-    It changes when *another* connection commits, so it only means something when asked
-    twice on the same connection.
-    """
-    if not isinstance(store.db, SqliteDatabase):
-        return None
-    return int(store.db.pragma("data_version"))
 
 
 def max_rowids(store: Store) -> LiveCursor:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from agent_replay.store.db import Store, shared_connection
+from agent_replay.store.db import Store, data_version, shared_connection
 from agent_replay.store.live import (
     FINISHED_LIMIT,
     RUNNING_LIMIT,
@@ -29,7 +29,6 @@ from agent_replay.store.live import (
     LiveTrace,
     LiveUpdate,
     TraceHead,
-    data_version,
     latest_ms,
     max_rowids,
     steps_after,
