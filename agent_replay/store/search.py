@@ -244,8 +244,8 @@ def rank_sqlite(
     Python); only when those do not settle the ranking (a filter rejected most of them) are
     all hits ranked. The chosen traces' other hits are then scored by one query each table,
     restricted to their rows. ``head``: how many best hits of each table to start on (by
-    default ``max(200, 20 x limit)``)."""
-    head = head or max(200, limit * 20)
+    default ``_head(limit)``)."""
+    head = head or _head(limit)
     chosen = None
     if where == "1 = 1":
         hits, horizon = _ranked_hits(store, query, head)
@@ -263,6 +263,11 @@ def rank_sqlite(
         count[trace_id] = count.get(trace_id, 0) + 1
     ranked = sorted(best, key=lambda t: (-best[t], -count[t], t))[:limit]
     return [(t, best[t], count[t]) for t in ranked], rows
+
+
+def _head(limit: int) -> int:
+    """How many best hits are read at a time for ``limit`` traces."""
+    return max(200, limit * 20)
 
 
 def _bm25(fts: str) -> str:
@@ -306,7 +311,7 @@ def _walk(
     settle them (a hit left out may rank a trace, or tie the last one)."""
     chosen: dict[str, float] = {}
     boundary: float | None = None
-    step = max(200, limit * 20)
+    step = _head(limit)
     for start in range(0, len(hits), step):
         chunk = hits[start : start + step]
         owner = _hit_traces(store, [(kind, rowid) for _, kind, rowid in chunk])
