@@ -122,11 +122,27 @@ def test_oversized_body_is_refused_before_it_is_read(
 
 
 def test_oversized_chunked_body_is_refused(served: Served) -> None:
-    """413 once a chunked body passes the cap, without reading the rest."""
+    """413 once a chunked body passes the cap, without keeping the rest; the client, still
+    sending 4 MB (more than the sockets buffer), gets the answer, not a reset or a broken
+    pipe (the receiver drops what follows before it closes)."""
     receiver, client, _ = served
-    chunks = iter([b"x" * 40_000] * 10)
+    chunks = iter([b"x" * 40_000] * 100)
     reply = client.request("POST", "/v1/traces", chunks, {"Content-Type": JSON}, chunked=True)
     assert reply.status == 413
+    assert "cap" in status_of(reply.body, JSON).message
+    still_serving(receiver, client)
+
+
+def test_a_large_body_refused_unread_still_gets_its_answer(served: Served) -> None:
+    """A 4 MB body over the cap (Content-Length says so) and one of an unknown content type:
+    the client sends all of it and reads the 413 / 415, every time."""
+    receiver, client, _ = served
+    big = b"x" * (4 * 1024 * 1024)
+    for _ in range(3):
+        reply = client.request("POST", "/v1/traces", big, {"Content-Type": PROTOBUF})
+        assert reply.status == 413
+        reply = client.request("POST", "/v1/traces", big, {"Content-Type": "text/plain"})
+        assert reply.status == 415
     still_serving(receiver, client)
 
 

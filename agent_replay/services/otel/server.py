@@ -70,6 +70,13 @@ MAX_INFLIGHT = 80 * 1024 * 1024
 request at the decompression cap plus many ordinary ones."""
 IDLE_TIMEOUT_S = 120.0
 """A keep-alive connection idle this long is closed (its thread ends)."""
+LINGER_BYTES = 64 * 1024 * 1024
+LINGER_S = 5.0
+"""After an answer that closes the connection (413 over the cap, 415, 404, 405: the body
+unread or half read), the receiver stops writing, then reads and drops what the client still
+sends, up to these bounds, before it closes: a socket closed with unread input resets the
+connection, and a client still sending sees a broken pipe or a reset instead of the answer
+(what nginx calls a lingering close)."""
 
 PATHS = {"/v1/traces": "traces", "/v1/logs": "logs", "/v1/metrics": "metrics"}
 
@@ -186,8 +193,35 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _not_allowed  # noqa: N815
 
+    linger = False
+    """Set when the answer closes the connection, maybe with the body unread (``LINGER_S``)."""
+
+    def finish(self) -> None:
+        super().finish()
+        if self.linger:
+            _drain(self.connection)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         """Quiet: an exporter posting every second would flood the terminal."""
+
+
+def _drain(connection: socket.socket) -> None:
+    """Half-close ``connection`` and drop what the peer still sends, within the linger bounds."""
+    try:
+        connection.shutdown(socket.SHUT_WR)  # the answer is out: the client sees its end
+        deadline = time.monotonic() + LINGER_S
+        left = LINGER_BYTES
+        while left > 0:
+            wait = deadline - time.monotonic()
+            if wait <= 0:
+                return
+            connection.settimeout(wait)
+            data = connection.recv(min(left, 1 << 16))
+            if not data:
+                return  # the client finished sending and closed its end
+            left -= len(data)
+    except OSError:  # reset, timeout or already closed: nothing more to wait for
+        return
 
 
 class OtelReceiver:
@@ -537,6 +571,7 @@ class OtelReceiver:
         if close:
             lines.append("Connection: close\r\n")
             request.close_connection = True
+            request.linger = True  # what the client still sends is read and dropped first
         lines.append("\r\n")
         head = "".join(lines).encode("latin-1", "strict")
         try:
