@@ -123,7 +123,7 @@ def test_oversized_body_is_refused_before_it_is_read(
 
 def test_oversized_chunked_body_is_refused(served: Served) -> None:
     """413 once a chunked body passes the cap, without keeping the rest; the client, still
-    sending 4 MB (more than the sockets buffer), gets the answer, not a reset or a broken
+    sending 4 MB (more than the socket buffers hold), gets the answer, not a reset or a broken
     pipe (the receiver drops what follows before it closes)."""
     receiver, client, _ = served
     chunks = iter([b"x" * 40_000] * 100)
