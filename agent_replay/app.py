@@ -259,11 +259,11 @@ class AgentReplayApp(App[int]):
             self.call_from_thread(self._store_changed)
 
     def baseline_changes(self) -> None:
-        """Take the change watcher's baseline now, if it has none (any thread; a worker about
-        to read a screen's first view calls it first). Its first check is a baseline: taken
-        after that read, by the poll a second later, it hid every commit in between (a trace
-        recorded just after the app started never appeared, until something else was
-        written). A no-op when the app does not watch the store."""
+        """Take the change watcher's baseline now, if it has none (any thread; every
+        screen's read calls it first, through ``screens.base.read_store``). Its first check
+        is a baseline: taken after that read, by the poll a second later, it hid every commit
+        in between (a trace recorded just after the app started never appeared, until
+        something else was written). A no-op when the app does not watch the store."""
         if self._watching:
             self._change_watcher()
 

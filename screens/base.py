@@ -8,6 +8,8 @@ that turns them into notifications.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,6 +33,25 @@ def agent_app(node: DOMNode) -> AgentReplayApp:
     """The running app, typed (its ``store``, ``clock``, ``open_trace``…), for modals and
     widgets; screens have ``BaseScreen.app``."""
     return cast("AgentReplayApp", node.app)
+
+
+@contextmanager
+def read_store(app: AgentReplayApp) -> Iterator[Store]:
+    """The store, with the calling worker thread's connection open, for a screen's read.
+
+    Every screen reads through here, so the app's first read, whichever screen makes it, comes
+    after the change watcher's baseline (``AgentReplayApp.baseline_changes``, a no-op once
+    taken): a commit made during or just after that read is then seen by the watcher's next
+    check. Taken later, by that first check, the baseline hid it, and a screen that relies on
+    the watcher to stay current (the trace list, a running trace's timeline, the dashboard,
+    the evals) missed it until something else was written.
+
+    Args:
+        app: the app (passed, not looked up: a screen not pushed yet has none of its own).
+    """
+    app.baseline_changes()
+    with app.store.db.connection_context():
+        yield app.store
 
 
 class PlainToasts:
@@ -187,7 +208,7 @@ class TraceScreen(BaseScreen):
                 (``load_whole_trace``).
             around: a step the partial load must include (the step to select first).
         """
-        message = self.read_trace(self.app.store, first_steps, around)
+        message = self.read_trace(self.app, first_steps, around)
         if not get_current_worker().is_cancelled:
             self.post_message(message)
 
@@ -196,21 +217,21 @@ class TraceScreen(BaseScreen):
         """Load the whole of ``self.trace_id`` after a partial ``TraceLoaded``, beside the
         worker that posted it (which may still be returning: an exclusive load would cancel
         it). A later ``load_trace`` cancels this one."""
-        message = self.read_trace(self.app.store)
+        message = self.read_trace(self.app)
         if not get_current_worker().is_cancelled:
             self.post_message(message)
 
     def read_trace(
-        self, store: Store, first_steps: int | None = None, around: int | None = None
+        self, app: AgentReplayApp, first_steps: int | None = None, around: int | None = None
     ) -> TraceLoaded | TraceLoadFailed:
-        """Read ``self.trace_id`` from ``store`` (in a worker; ``load_trace`` says what
+        """Read ``self.trace_id`` from ``app``'s store (in a worker; ``load_trace`` says what
         ``first_steps`` and ``around`` do): the message to post, with what ``prepare_trace``
         built."""
         from agent_replay.store.queries import step_count
         from agent_replay.store.trace_detail import resolve_trace_id, step_span, trace_json
 
         try:
-            with store.db.connection_context():
+            with read_store(app) as store:
                 trace_id = resolve_trace_id(store, self.trace_id)
                 if first_steps is not None:
                     span = step_span(store, trace_id)

@@ -31,7 +31,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from agent_replay.display import fmt_int, safe, truncate
 from agent_replay.messages import OpenTraces
-from agent_replay.screens.base import BaseScreen
+from agent_replay.screens.base import BaseScreen, read_store
 from agent_replay.services.dashboard import (
     DEFAULT_DAYS,
     WINDOWS,
@@ -309,9 +309,8 @@ class DashboardScreen(BaseScreen):
         description="dashboard figures",
     )
     def _load(self, days: int, step_cache: StepCache | None) -> None:
-        store = self.app.store
         clock = self.app.clock
-        with store.db.connection_context():
+        with read_store(self.app) as store:
             data = load_dashboard(store, clock, days=days, step_cache=step_cache)
         if not get_current_worker().is_cancelled:
             self.post_message(self.DataLoaded(data))

@@ -28,7 +28,7 @@ from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, safe, truncate
 from agent_replay.errors import AgentReplayError
-from agent_replay.screens.base import BaseScreen
+from agent_replay.screens.base import BaseScreen, read_store
 from agent_replay.services.diff import Delta, TraceDiff
 from agent_replay.widgets.diff_view import (
     KIND_COLORS,
@@ -272,9 +272,8 @@ class DiffScreen(BaseScreen):
         """Compare the two traces; the result arrives as a message."""
         from agent_replay.services.diff import diff_stored
 
-        store = self.app.store
         try:
-            with store.db.connection_context():
+            with read_store(self.app) as store:
                 diff = diff_stored(store, a_id, b_id)
         except AgentReplayError as exc:
             self.post_message(self.DiffLoadFailed(exc.message))

@@ -29,7 +29,7 @@ from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_time, safe, truncate
 from agent_replay.errors import AgentReplayError
-from agent_replay.screens.base import BaseScreen
+from agent_replay.screens.base import BaseScreen, read_store
 from agent_replay.screens.live_watch import fmt_age
 from agent_replay.trace.base import canonical_time, time_ms
 from agent_replay.widgets.key_bar import KeyBar
@@ -309,9 +309,8 @@ class EvalsScreen(BaseScreen):
         from agent_replay.services.evals.records import recent_evals
         from agent_replay.store.trace_detail import resolve_trace_id, trace_json
 
-        store = self.app.store
         try:
-            with store.db.connection_context():
+            with read_store(self.app) as store:
                 if self.trace_id is not None:
                     full_id = resolve_trace_id(store, self.trace_id)
                     # The trace's header and evals; steps 1..0 is none of its steps.

@@ -28,7 +28,7 @@ from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_time, safe, truncate
 from agent_replay.errors import AgentReplayError
-from agent_replay.screens.base import BaseScreen, PlainToasts, agent_app
+from agent_replay.screens.base import BaseScreen, PlainToasts, agent_app, read_store
 from agent_replay.services.guard.policy import Policy
 from agent_replay.widgets.key_bar import KeyBar
 from agent_replay.widgets.policy_form import PolicyDraft, PolicyForm, PreviewStep, preview_steps
@@ -383,8 +383,7 @@ class PoliciesScreen(BaseScreen):
         """Read every policy; the result arrives as ``PoliciesLoaded``."""
         from agent_replay.services.guard.manage import list_policies
 
-        store = self.app.store
-        with store.db.connection_context():
+        with read_store(self.app) as store:
             policies = list_policies(store)
         if not get_current_worker().is_cancelled:
             self.post_message(self.PoliciesLoaded(policies, select))

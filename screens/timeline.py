@@ -277,13 +277,11 @@ class TimelineScreen(TraceScreen):
         thread.
         """
         app = self.app
-        store = app.store
         self._opening = True
 
         def read_first() -> None:
             try:
-                app.baseline_changes()  # before the read: a commit after it is seen
-                message = self.read_trace(store, FIRST_STEPS, self._initial_step)
+                message = self.read_trace(app, FIRST_STEPS, self._initial_step)
             except BaseException:
                 app.call_later(self._push)  # the app reports the failure; show the screen
                 raise

@@ -27,7 +27,7 @@ from textual.worker import get_current_worker
 
 from agent_replay.display import fmt_cost, fmt_int, fmt_ms, fmt_time, safe, truncate
 from agent_replay.errors import AgentReplayError
-from agent_replay.screens.base import BaseScreen
+from agent_replay.screens.base import BaseScreen, read_store
 from agent_replay.store.queries import (
     Page,
     TraceSummary,
@@ -258,10 +258,8 @@ class TraceListScreen(BaseScreen):
         from agent_replay.services.filter_language import parse_query
 
         parsed = parse_query(query, self.app.clock.now())
-        store = self.app.store
         descending = self.descending
-        self.app.baseline_changes()  # before the read: a commit after it is seen
-        with store.db.connection_context():
+        with read_store(self.app) as store:
             page = list_traces(
                 store,
                 parsed.filters,

@@ -98,6 +98,22 @@ async def test_timer_refresh_picks_up_a_new_trace(seeded_store, tui) -> None:
         assert "agent:late-agent since:2026-05-19" in _keys(app, "#agents-table")
 
 
+async def test_a_trace_recorded_right_after_the_dashboard_opens_appears(seeded_store, tui) -> None:
+    """Opened straight on the dashboard, without a refresh timer: a trace written between the
+    first read and the change watcher's first check is counted (the watcher's baseline is
+    taken before that read)."""
+    app = tui(seeded_store, initial_mode="dashboard", refresh_interval=1.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert _card(app, "traces") == "5"
+        _ingest(seeded_store, NEW_TRACE)
+        for _ in range(60):  # the watcher checks every second
+            await pilot.pause(0.1)
+            if _card(app, "traces") == "6":
+                break
+        assert _card(app, "traces") == "6"
+
+
 async def test_agent_row_drills_down_to_the_filtered_trace_list(seeded_store, tui) -> None:
     """Enter on an agent posts OpenTraces; the trace list shows only that agent's traces."""
     seen: list[Any] = []

@@ -138,6 +138,25 @@ async def test_E_shows_every_traces_evaluations_and_enter_opens_one(seeded_store
         assert isinstance(app.screen, TimelineScreen) and app.screen.trace_id == first_trace
 
 
+async def test_an_evaluation_stored_right_after_the_evals_mode_opens_appears(
+    seeded_store, tui
+) -> None:
+    """Opened straight on the evals mode: results stored between the first read and the
+    change watcher's first check are listed (the watcher's baseline is taken before that
+    read)."""
+    app = tui(seeded_store, initial_mode="evals", refresh_interval=1.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert table(app).row_count == 0
+        with seeded_store.db.connection_context():  # the test thread's own connection
+            evaluate(seeded_store, GOOD)
+        for _ in range(60):  # the watcher checks every second
+            await pilot.pause(0.1)
+            if table(app).row_count == 3:
+                break
+        assert cells(app, 3) == [GOOD] * 3
+
+
 async def test_an_unknown_trace_is_reported(seeded_store, tui) -> None:
     app = tui(seeded_store)
     async with app.run_test(size=SIZE) as pilot:
