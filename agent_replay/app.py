@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.actions import SkipAction
-from textual.app import App, SystemCommand
+from textual.app import App, SystemCommand, UnknownModeError
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
@@ -158,23 +158,39 @@ class AgentReplayApp(App[int]):
         """The last timeline ``open_trace`` opened, while it lives (it may still be reading
         its first steps); weak: a closed timeline holds its whole trace."""
         self.theme = THEME
-
-    def on_mount(self) -> None:
-        from agent_replay.screens.trace_list import TraceListScreen
-
-        self.sub_title = self.store_label
-        self.add_mode("traces", TraceListScreen)
+        self.add_mode("traces", self._trace_list_screen)
         # The other modes' screens are imported when first shown: importing them all before
         # the first paint cost it tens of milliseconds (plotext for the dashboard alone).
         self.add_mode("dashboard", self._dashboard_screen)
         self.add_mode("watch", self._watch_screen)
         self.add_mode("policies", self._policies_screen)
         self.add_mode("evals", self._evals_screen)
-        self.switch_mode(self.initial_mode)
+        if initial_mode not in self._modes:
+            raise UnknownModeError(f"No known mode {initial_mode!r}")
+        # The first mode is the app's default mode (what ``App.__init__`` makes of
+        # ``DEFAULT_MODE``, chosen per app here): Textual composes its screen first, where
+        # switching to it from ``on_mount`` also made, mounted and suspended Textual's own
+        # default screen and parsed the whole stylesheet again twice on the way (issue 17).
+        self._screen_stacks = {initial_mode: []}
+        self._current_mode = initial_mode
+
+    def on_mount(self) -> None:
+        self.sub_title = self.store_label
         if self.initial_trace:
             self.open_trace(self.initial_trace)
         if self._watching and self.refresh_interval:
             self.set_interval(self.refresh_interval, self.check_store)
+
+    def _trace_list_screen(self) -> Screen[None]:
+        from agent_replay.screens.trace_list import TraceListScreen
+
+        screen = TraceListScreen()
+        # Its CSS is read with the app's (``__init__``), so the stylesheet it will be styled
+        # with as it mounts is the current one: marked so, Textual does not parse every
+        # source again and restyle the app (``refresh_css``) when the mode first shows it,
+        # ~7 ms before the first paint. A theme change later still counts as a change.
+        screen._css_update_count = self._css_update_count
+        return screen
 
     def _dashboard_screen(self) -> Screen[None]:
         from agent_replay.screens.dashboard import DashboardScreen
