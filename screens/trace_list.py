@@ -206,6 +206,7 @@ class TraceListScreen(BaseScreen):
         self.table.add_columns(*(c for c in COLUMNS if c not in self._hidden))
         self.query_one("#empty-state").display = False
         self.table.focus()
+        self.watch(self.table, "virtual_size", self._warm_up_once_shown, init=False)
         self.reload()
 
     def on_resize(self) -> None:
@@ -302,7 +303,6 @@ class TraceListScreen(BaseScreen):
             self._keep_place(kept_id, kept_row, kept_scroll, old_ids)
         if not message.append:
             self.mark_updated()
-            self.call_after_refresh(self.app.warm_up)  # the list is on screen: warm up
         empty_store = message.total == 0
         self.query_one("#empty-state").display = empty_store
         table.display = not empty_store
@@ -312,6 +312,16 @@ class TraceListScreen(BaseScreen):
         elif not empty_store and self.focused is None:
             table.focus()
         self._show_status(empty_store=empty_store)
+
+    def _warm_up_once_shown(self) -> None:
+        """The table has measured rows (its ``virtual_size`` changed): once the frame that
+        shows them is painted, warm the app up (``AgentReplayApp.warm_up``, once per app).
+        Not earlier, as ``show_page`` did: the table measures new rows when it is next
+        idle, which the screen's after-refresh callbacks may come before, and then the
+        warm-up's imports (a thread sharing the interpreter) and CSS parse delayed the
+        first paint by 70-190 ms in about half the runs of ``bench/tui.py``."""
+        if self._ids:
+            self.call_after_refresh(self.app.warm_up)
 
     def _keep_place(
         self, kept_id: str | None, kept_row: int, kept_scroll: float, old_ids: set[str]
