@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +127,22 @@ class AgentReplayApp(App[int]):
         from agent_replay.screens.trace_list import TraceListScreen
 
         list_css = Path(inspect.getfile(TraceListScreen)).parent / str(TraceListScreen.CSS_PATH)
+        # The other modes' screens are imported when first shown: importing them all before
+        # the first paint cost it tens of milliseconds (plotext for the dashboard alone).
+        modes: dict[str, Callable[[], Screen[None]]] = {
+            "traces": self._trace_list_screen,
+            "dashboard": self._dashboard_screen,
+            "watch": self._watch_screen,
+            "policies": self._policies_screen,
+            "evals": self._evals_screen,
+        }
+        if initial_mode not in modes:
+            raise UnknownModeError(f"No known mode {initial_mode!r}")
+        # The first mode is this app's default mode (``DEFAULT_MODE``, chosen per app, read by
+        # ``App.__init__``): Textual composes its screen first, where switching to it from
+        # ``on_mount`` also made, mounted and suspended Textual's own default screen and
+        # parsed the whole stylesheet again twice on the way (issue 17).
+        self.DEFAULT_MODE = initial_mode  # type: ignore[misc]  # (a ClassVar, set per app)
         super().__init__(css_path=[str(self.CSS_PATH), list_css.resolve()])
         self.store = store
         """The store; query it only from thread workers."""
@@ -158,21 +174,8 @@ class AgentReplayApp(App[int]):
         """The last timeline ``open_trace`` opened, while it lives (it may still be reading
         its first steps); weak: a closed timeline holds its whole trace."""
         self.theme = THEME
-        self.add_mode("traces", self._trace_list_screen)
-        # The other modes' screens are imported when first shown: importing them all before
-        # the first paint cost it tens of milliseconds (plotext for the dashboard alone).
-        self.add_mode("dashboard", self._dashboard_screen)
-        self.add_mode("watch", self._watch_screen)
-        self.add_mode("policies", self._policies_screen)
-        self.add_mode("evals", self._evals_screen)
-        if initial_mode not in self._modes:
-            raise UnknownModeError(f"No known mode {initial_mode!r}")
-        # The first mode is the app's default mode (what ``App.__init__`` makes of
-        # ``DEFAULT_MODE``, chosen per app here): Textual composes its screen first, where
-        # switching to it from ``on_mount`` also made, mounted and suspended Textual's own
-        # default screen and parsed the whole stylesheet again twice on the way (issue 17).
-        self._screen_stacks = {initial_mode: []}
-        self._current_mode = initial_mode
+        for mode, screen in modes.items():
+            self.add_mode(mode, screen)
 
     def on_mount(self) -> None:
         self.sub_title = self.store_label
@@ -216,10 +219,13 @@ class AgentReplayApp(App[int]):
         """Once the trace list has painted: import the timeline screen in a worker and load
         its CSS, while the user reads the list, so that opening a trace (the next thing a
         user does) does not pay for either (a screen's CSS is parsed, and every node of the
-        app restyled, the first time a screen of its kind is pushed). Once per app."""
+        app restyled, the first time a screen of its kind is pushed). Once per app; not
+        once a timeline was opened (a trace given on the command line): its push loads both,
+        and a warm-up racing it would only parse the same CSS a second time."""
         if not self._warmed:
             self._warmed = True
-            self._import_timeline()
+            if self._opening is None:
+                self._import_timeline()
 
     @work(thread=True, exit_on_error=False, group="warm-up", description="warm up")
     def _import_timeline(self) -> None:
