@@ -150,6 +150,7 @@ class AgentReplayApp(App[int]):
         """Time source for relative times ("3m ago") and the dashboard's windows."""
         self.store_label = store_label
         """What the header shows for the store (a display name, never a temp path)."""
+        self.sub_title = store_label  # set before the first screen composes, not on mount
         self.initial_trace = initial_trace
         """A trace id (or prefix) to open straight away."""
         self.initial_mode = initial_mode
@@ -178,7 +179,6 @@ class AgentReplayApp(App[int]):
             self.add_mode(mode, screen)
 
     def on_mount(self) -> None:
-        self.sub_title = self.store_label
         if self.initial_trace:
             self.open_trace(self.initial_trace)
         if self._watching and self.refresh_interval:
@@ -220,11 +220,12 @@ class AgentReplayApp(App[int]):
         its CSS, while the user reads the list, so that opening a trace (the next thing a
         user does) does not pay for either (a screen's CSS is parsed, and every node of the
         app restyled, the first time a screen of its kind is pushed). Once per app; not
-        once a timeline was opened (a trace given on the command line): its push loads both,
-        and a warm-up racing it would only parse the same CSS a second time."""
+        when a trace was given on the command line (nor once a timeline was opened): its push
+        loads both, and a warm-up racing it would only parse the same CSS a second time (the
+        list can paint before the app's ``on_mount`` opens that trace)."""
         if not self._warmed:
             self._warmed = True
-            if self._opening is None:
+            if self._opening is None and not self.initial_trace:
                 self._import_timeline()
 
     @work(thread=True, exit_on_error=False, group="warm-up", description="warm up")
