@@ -220,12 +220,11 @@ class AgentReplayApp(App[int]):
         its CSS, while the user reads the list, so that opening a trace (the next thing a
         user does) does not pay for either (a screen's CSS is parsed, and every node of the
         app restyled, the first time a screen of its kind is pushed). Once per app; not
-        when a trace was given on the command line (nor once a timeline was opened): its push
-        loads both, and a warm-up racing it would only parse the same CSS a second time (the
-        list can paint before the app's ``on_mount`` opens that trace)."""
+        when a trace was given on the command line: opening it loads both, and the list can
+        paint before the app's ``on_mount`` opens it, so a warm-up would race that open."""
         if not self._warmed:
             self._warmed = True
-            if self._opening is None and not self.initial_trace:
+            if not self.initial_trace:
                 self._import_timeline()
 
     @work(thread=True, exit_on_error=False, group="warm-up", description="warm up")
