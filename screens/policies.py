@@ -388,8 +388,15 @@ class PoliciesScreen(BaseScreen):
         if not get_current_worker().is_cancelled:
             self.post_message(self.PoliciesLoaded(policies, select))
 
+    def store_changed(self) -> None:
+        """Another terminal may have changed the policies (``guard add``, ``guard disable``):
+        read them again (the view is redrawn only if they differ)."""
+        self.load()
+
     @on(PoliciesLoaded)
     def show_policies(self, message: PoliciesLoaded) -> None:
+        if message.select is None and message.policies == self.policies and self.table.row_count:
+            return  # the store changed elsewhere, not the policies: keep the view as it is
         previous = self.selected.id if self.selected else None
         wanted = message.select or previous
         self.policies = message.policies

@@ -22,11 +22,13 @@ def _pg_fingerprint() -> Select:
     """Everything a screen shows moves one of these when a writer commits: new traces, steps,
     decisions, snapshots, evals or annotations (arrival sequences and counts, each an index
     seek or an index-only count), a step closed (the partial index of open steps), a trace
-    finished (the status index). PostgreSQL only (``seq``: migration 0007)."""
+    finished (the status index), a guard policy added, changed or removed (a hash of each of its
+    few rows, summed: order does not matter). PostgreSQL only (``seq``: migration 0007)."""
     from agent_replay.store.models import (
         AnnotationRow,
         DecisionRow,
         EvalRow,
+        PolicyRow,
         SnapshotRow,
         StepRow,
         TraceRow,
@@ -34,6 +36,7 @@ def _pg_fingerprint() -> Select:
 
     seq = SQL("seq")
     rows = fn.COUNT(SQL("*"))
+    policy = PolicyRow._meta.sorted_fields  # every column: any change moves the hash
     return Select(
         columns=[
             TraceRow.select(rows),
@@ -46,6 +49,7 @@ def _pg_fingerprint() -> Select:
             EvalRow.select(rows),
             AnnotationRow.select(fn.MAX(seq)),
             AnnotationRow.select(rows),
+            PolicyRow.select(fn.SUM(fn.hashtext(fn.concat_ws("|", *policy)))),
         ]
     )
 

@@ -10,6 +10,7 @@ from textual.widgets import DataTable, Static
 from tuikit import CLOCK, SIZE, settle
 
 from agent_replay.services.demo import load_demo
+from agent_replay.services.guard.manage import add_policy, set_enabled
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.db import Store
 
@@ -65,3 +66,31 @@ async def test_the_trace_list_refreshes_when_another_connection_writes(
         assert app.store_version == 1
         assert _ids(app)[0] == "trc_teammate"
         assert "1 new ↑" in str(app.screen.query_one("#list-status", Static).render())
+
+
+async def test_the_policies_refresh_when_another_connection_changes_them(
+    store: Store, tui: Any
+) -> None:
+    """``guard disable`` or ``guard add`` in another terminal shows on the open policies screen
+    at the next poll, with the cursor kept on the policy it was on."""
+    load_demo(store, CLOCK)
+    app = tui(store, refresh_interval=None, initial_mode="policies")  # the test drives the poll
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.check_store()  # the baseline
+        await pilot.press("down")  # review-production-tool-calls
+        await settle(pilot)
+        screen = app.screen
+        assert screen.selected.name == "review-production-tool-calls"
+        with store.db.connection_context():
+            set_enabled(store, "block-destructive-tools", False)
+            add_policy(
+                store, CLOCK, name="zz-no-curl", pattern={"name_contains": "curl"}, action="warn"
+            )
+        app.check_store()
+        await settle(pilot)
+        shown = {p.name: p.enabled for p in screen.policies}
+        assert shown["block-destructive-tools"] is False
+        assert "zz-no-curl" in shown
+        assert screen.query_one("#policies-table", DataTable).row_count == 4
+        assert screen.selected.name == "review-production-tool-calls"

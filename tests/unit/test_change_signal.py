@@ -6,6 +6,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
+from agent_replay.services.guard.manage import add_policy, remove_policy, set_enabled
 from agent_replay.services.ingest import ingest_trace
 from agent_replay.store.changes import ChangeSignal
 from agent_replay.store.db import Store
@@ -46,3 +49,24 @@ def test_closing_while_another_thread_polls_waits_for_it_and_then_says_nothing(
     worker.join(30)
     assert errors == []
     assert signal.changed() is False
+
+
+@pytest.mark.both_backends
+def test_a_guard_policy_added_changed_or_removed_elsewhere_is_seen(
+    store: Store, clock: Any
+) -> None:
+    """The policies screen refreshes on this signal: each kind of policy change moves it on
+    both backends (on PostgreSQL, a change to no other table than ``policies``)."""
+    signal = ChangeSignal(store)
+    assert signal.changed() is False  # the baseline
+    with store.db.connection_context():
+        add_policy(store, clock, name="no-rm", pattern={"name_contains": "rm"}, action="deny")
+    assert signal.changed() is True
+    with store.db.connection_context():
+        set_enabled(store, "no-rm", False)
+    assert signal.changed() is True
+    assert signal.changed() is False
+    with store.db.connection_context():
+        remove_policy(store, "no-rm")
+    assert signal.changed() is True
+    signal.close()
