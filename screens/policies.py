@@ -347,6 +347,8 @@ class PoliciesScreen(BaseScreen):
         super().__init__()
         self.policies: list[Policy] = []
         """The policies shown, in table order."""
+        self._select: str | None = None
+        """The policy to put the cursor on once the next load arrives (the one just saved)."""
 
     @property
     def table(self) -> DataTable[Any]:
@@ -395,10 +397,14 @@ class PoliciesScreen(BaseScreen):
 
     @on(PoliciesLoaded)
     def show_policies(self, message: PoliciesLoaded) -> None:
-        if message.select is None and message.policies == self.policies and self.table.row_count:
+        # A load started by the change watcher replaces (``exclusive``) the one that was to
+        # select the policy just saved: that selection still applies.
+        select = message.select or self._select
+        self._select = None
+        if select is None and message.policies == self.policies and self.table.row_count:
             return  # the store changed elsewhere, not the policies: keep the view as it is
         previous = self.selected.id if self.selected else None
-        wanted = message.select or previous
+        wanted = select or previous
         self.policies = message.policies
         table = self.table
         table.clear()
@@ -470,6 +476,7 @@ class PoliciesScreen(BaseScreen):
             self.notify(message.note, title="Policy not saved", severity="error")
             return
         self.notify(safe(message.note), title="Guard policies")
+        self._select = message.select
         self.load(message.select)
 
     # --- actions ----------------------------------------------------------------------

@@ -175,6 +175,27 @@ async def test_saving_adds_the_policy(seeded_store, tui) -> None:
         )
 
 
+async def test_a_policy_saved_while_the_store_changes_is_still_selected(seeded_store, tui) -> None:
+    """The change watcher's reload (any commit, the save's own too) replaces the reload that
+    was to select the policy just saved (seen in CI): the cursor still lands on it."""
+    fired: list[bool] = []
+
+    def watcher_fires_right_after_the_save(message: Any) -> None:
+        if isinstance(message, PoliciesScreen.PolicyChanged) and not fired:
+            fired.append(True)  # run once the screen has handled it: its reload is in flight
+            app.call_later(app.screen.store_changed)
+
+    app = tui(seeded_store, refresh_interval=None)
+    async with app.run_test(size=SIZE, message_hook=watcher_fires_right_after_the_save) as pilot:
+        form = await _open_form(pilot)
+        await _fill(pilot, form, name="ops-may-list", pattern='{"name_contains": "list_users"}')
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert fired
+        assert "ops-may-list" in _names(app)
+        assert app.screen.selected.name == "ops-may-list"
+
+
 async def test_a_taken_name_is_reported_and_nothing_is_added(seeded_store, tui) -> None:
     """The service refuses a duplicate name; the app says so."""
     app = tui(seeded_store)
