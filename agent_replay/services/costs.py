@@ -51,12 +51,19 @@ _ANTHROPIC_CACHE = (
     ("cache_read_tokens", "cache_read"),
     ("cache_creation_tokens", "cache_write"),
 )
-_INPUT = ("input_tokens", "prompt_tokens", "promptTokenCount")
-_OUTPUT = ("output_tokens", "completion_tokens", "candidatesTokenCount")
-_CACHED = ("cached_input_tokens", "cached", "cachedContentTokenCount")
+# Each producer's names for the same counts. Gemini's are the API's ``usageMetadata`` and Gemini
+# CLI's telemetry (``api_response``: ``input_token_count`` is the prompt count, cached included).
+_INPUT = ("input_tokens", "prompt_tokens", "promptTokenCount", "input_token_count")
+_OUTPUT = ("output_tokens", "completion_tokens", "candidatesTokenCount", "output_token_count")
+_CACHED = (
+    "cached_input_tokens",
+    "cached",
+    "cachedContentTokenCount",
+    "cached_content_token_count",
+)
 _REASONING = ("reasoning_output_tokens", "reasoning_tokens")
-_THOUGHTS = ("thoughts_tokens", "thoughtsTokenCount")
-_TOOL_PROMPT = ("tool_tokens", "toolUsePromptTokenCount")
+_THOUGHTS = ("thoughts_tokens", "thoughtsTokenCount", "thoughts_token_count")
+_TOOL_PROMPT = ("tool_tokens", "toolUsePromptTokenCount", "tool_token_count")
 
 
 def _count(value: Any) -> int | None:

@@ -290,6 +290,24 @@ def test_a_cost_follows_the_tokens_as_a_call_streams_in(store: Store, clock: Fix
                 "output_tokens": 4,
             },
         ),
+        (  # Gemini CLI's telemetry (api_response), as the OTLP receiver keeps it
+            {
+                "usage": {
+                    "input_token_count": 2150,
+                    "output_token_count": 30,
+                    "cached_content_token_count": 1000,
+                    "thoughts_token_count": 12,
+                    "tool_token_count": 7,
+                    "total_token_count": 2199,
+                }
+            },
+            {
+                "input_tokens": 2157,
+                "cache_read_tokens": 1000,
+                "output_tokens": 42,
+                "output_reasoning_tokens": 12,
+            },
+        ),
         ({"total_tokens": 5}, None),
         ({"input_tokens": True, "output_tokens": -3}, None),
     ],
@@ -298,7 +316,8 @@ def test_token_conventions_become_the_tables(
     metadata: dict[str, Any], usage: dict[str, int] | None
 ) -> None:
     """OpenAI/Codex (cached is part of the input), Gemini (thoughts and tool prompts on top),
-    OpenAI chat details, Claude Code's OTel (cache on top); no split, no price."""
+    OpenAI chat details, Claude Code's OTel (cache on top), Gemini CLI's OTel; no split, no
+    price."""
     assert costs.usage_of(metadata) == usage
 
 

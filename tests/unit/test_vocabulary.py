@@ -21,6 +21,8 @@ from harnesskit import (
     tool_calls,
     traces_by_format,
 )
+from otelkit import harness_payloads, post_all, receiving
+from otelkit import traces as otel_traces
 
 from agent_replay.clock import FixedClock
 from agent_replay.entry import main
@@ -229,3 +231,32 @@ def test_other_harnesses_keep_their_names() -> None:
     for harness in ("claude", "gemini"):
         tool = vocabulary.canonical_tool(harness, "exec_command", {"cmd": "ls"})
         assert (tool.name, tool.input, tool.metadata) == ("exec_command", {"cmd": "ls"}, {})
+
+
+def test_gemini_cli_calls_cost_the_same_through_otlp_as_through_the_hook(
+    store: Store, store_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Tokens and cost are one vocabulary too: each model call of Gemini CLI's OTLP export
+    (its ``api_response`` telemetry, ``input_token_count``…) is priced as the hook path prices
+    the same call; the export also has the routing call, which no hook sees."""
+    replay_hooks(monkeypatch, store_dir, relocate("gemini-cli/plain", tmp_path / "home"))
+    hook = traces_by_format(store)["gemini-cli-hook"]
+    with receiving(tmp_path / "otel") as (receiver, client, otel_store):
+        post_all(client, receiver, harness_payloads("gemini-cli"))
+        (otlp,) = otel_traces(otel_store)
+
+    def calls(trace: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return [
+            (s["model"], s["tokens_used"], s["metadata"].get("cost_usd"))
+            for s in trace["steps"]
+            if s["step_type"] == "llm_call" and s["metadata"].get("role") != "utility_router"
+        ]
+
+    assert len(calls(hook)) == 5
+    assert all(cost for _, _, cost in calls(hook))
+    assert calls(otlp) == calls(hook)
+    (router,) = [s for s in otlp["steps"] if s["metadata"].get("role") == "utility_router"]
+    assert router["metadata"]["cost_usd"] > 0
+    assert otlp["total_cost_usd"] == pytest.approx(
+        hook["total_cost_usd"] + router["metadata"]["cost_usd"]
+    )
