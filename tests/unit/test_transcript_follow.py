@@ -10,7 +10,11 @@ file, tool calls are not doubled, and a subagent nests with its own totals."""
 
 from __future__ import annotations
 
+import io
 import json
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +23,10 @@ from captures import HARNESS
 from harnesskit import payloads, relocate, replay_hooks, tool_calls, traces_by_format
 
 from agent_replay.clock import FixedClock
+from agent_replay.entry import main
 from agent_replay.services.capture.importer import import_path
+from agent_replay.services.capture.transcript_follow import CALL_WAIT_S
+from agent_replay.services.hook.drain import drain
 from agent_replay.store.core import execute
 from agent_replay.store.db import Store
 from agent_replay.trace.base import normalize_time
@@ -298,3 +305,67 @@ def test_a_session_the_proxy_records_is_not_followed(
     (hook,) = traces_by_format(store).values()
     assert [s["step_type"] for s in hook["steps"]].count("llm_call") == 1
     assert len(tool_calls(hook)) == 4
+
+
+def queue_hook(monkeypatch: pytest.MonkeyPatch, item: dict[str, Any]) -> None:
+    """``agent-replay hook`` with the payload on stdin: queued for the drainer, not drained."""
+    monkeypatch.setenv("AGENT_REPLAY_HOOK_NO_SPAWN", "1")
+    raw = json.dumps(item).encode("utf-8")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8"))
+    assert main(["hook"]) == 0
+
+
+@pytest.mark.sqlite_only  # the reading is under test; the whole-file tests cover both stores
+@pytest.mark.parametrize("folder", ["claude-code/plain", "codex/plain"])
+def test_a_reply_written_after_its_tool_hook_fired_still_comes_first(
+    store: Store,
+    store_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    folder: str,
+) -> None:
+    """The real Claude Code now and then writes a reply's line only after the PreToolUse of
+    the call it asked for fired: the detached drainer waits for the line (outside any
+    transaction, briefly), so the model call is still recorded first and causes the call."""
+    live = LiveFiles(folder, tmp_path / "home")
+    late = None
+    for envelope, item in zip(live.envelopes, live.items, strict=True):
+        at = normalize_time(envelope["received_at"])
+        if late is None and item["hook_event_name"] == "PreToolUse":
+            late = item["tool_use_id"]  # this call's reply reaches the file 80 ms late
+            queue_hook(monkeypatch, item)
+            writer = threading.Timer(0.08, live.write_until, args=(at,))
+            writer.start()
+            drain(store, store_dir=store_dir, await_calls=True)
+            writer.join()
+        else:
+            live.write_until(at)
+            replay_hooks(monkeypatch, store_dir, [item])
+    live.finish()
+    (hook,) = traces_by_format(store).values()
+    calls = tool_calls(hook)
+    assert late and len(calls) == 4
+    for call in calls:
+        cause = call["caused_by_step"]
+        assert cause is not None and hook["steps"][cause - 1]["step_type"] == "llm_call"
+
+
+@pytest.mark.sqlite_only
+def test_a_reply_that_never_comes_holds_the_drainer_only_briefly(
+    store: Store, store_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A session file that never gets the call's line (the harness died, a tool no reply
+    names): the wait ends after ``CALL_WAIT_S`` and the tool call is recorded anyway."""
+    live = LiveFiles("claude-code/plain", tmp_path / "home")
+    for envelope, item in zip(live.envelopes, live.items, strict=True):
+        if item["hook_event_name"] == "PreToolUse":
+            queue_hook(monkeypatch, item)
+            began = time.monotonic()
+            drain(store, store_dir=store_dir, await_calls=True)
+            waited = time.monotonic() - began
+            break
+        live.write_until(normalize_time(envelope["received_at"]))
+        replay_hooks(monkeypatch, store_dir, [item])
+    assert CALL_WAIT_S <= waited < CALL_WAIT_S + 5
+    (hook,) = traces_by_format(store).values()
+    assert [c["name"] for c in tool_calls(hook)] == ["Bash"]

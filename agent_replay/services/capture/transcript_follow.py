@@ -33,7 +33,8 @@ How it merges with the hook's own steps (``_FollowWriter``):
 
 When it reads: at the events the hook mapping records, before the payload's own event is
 recorded (the harness writes the file first: the reply naming a tool call is in the
-transcript before its PreToolUse fires), except ``UserPromptSubmit`` and ``SubagentStart``
+transcript before its PreToolUse fires; when it is not there yet, the detached drainer waits
+for it briefly: ``call_not_yet_written``), except ``UserPromptSubmit`` and ``SubagentStart``
 (after: the prompt's and the subagent's steps come first); ``SessionStart`` and
 notifications read nothing. ``Stop``, ``StopFailure`` and ``SessionEnd`` close the reply
 being merged; ``SubagentStop`` closes the subagent's.
@@ -206,6 +207,65 @@ def _follow(hook: Hook) -> None:
         _INSERT_SAVED.run(hook.store, (trace_id, text, encoded, now_ms))
     else:
         _UPDATE_SAVED.run(hook.store, (text, encoded, now_ms, trace_id))
+
+
+CALL_WAIT_S = 0.3
+"""How long the detached drainer waits for a tool call's reply to reach the session file."""
+_TAIL = 1 << 20
+_FRESH_S = 10.0
+
+
+def call_not_yet_written(data: Any) -> tuple[Path, str] | None:
+    """For a PreToolUse payload whose tool call is not yet in the harness's session file: the
+    file and the call id; else ``None``.
+
+    The follower reads the file at PreToolUse, before the tool's step is recorded, so the
+    reply that asked for the call comes first and causes it. The real Claude Code writes that
+    reply's line asynchronously, and now and then after the hook fired (seen with 2.1.332:
+    one tool call in three sessions recorded before its model call, with no cause). Only a
+    file written to in the last seconds counts: a session file that stopped growing will not
+    get the line."""
+    if not isinstance(data, dict) or data.get("hook_event_name") != "PreToolUse":
+        return None
+    call_id, text = data.get("tool_use_id"), data.get("transcript_path")
+    if not isinstance(call_id, str) or not call_id or not isinstance(text, str):
+        return None
+    if not (_own_file("claude", text) or _own_file("codex", text)):
+        return None
+    path = Path(text)
+    if _has_call(path, call_id) is not False:
+        return None
+    return path, call_id
+
+
+def wait_for_call(path: Path, call_id: str, timeout_s: float = CALL_WAIT_S) -> bool:
+    """Wait (polling, off any transaction) until the call's id is in the file; ``False`` on
+    timeout or when the file can't be read."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+        found = _has_call(path, call_id)
+        if found is None:
+            return False
+        if found:
+            return True
+    return False
+
+
+def _has_call(path: Path, call_id: str) -> bool | None:
+    """Whether the file's complete lines (its last MiB) name the call; ``None`` when the file
+    is missing, unreadable or stale."""
+    try:
+        with path.open("rb") as file:
+            info = os.fstat(file.fileno())
+            if time.time() - info.st_mtime > _FRESH_S:
+                return None
+            file.seek(max(0, info.st_size - _TAIL))
+            tail = file.read(_TAIL)
+    except OSError:
+        return None
+    complete = tail[: tail.rfind(b"\n") + 1]
+    return call_id.encode("utf-8", "replace") in complete
 
 
 def _proxied(hook: Hook, trace_id: str) -> bool:

@@ -133,12 +133,17 @@ def drain(
     clock: Clock | None = None,
     store_dir: Path | None = None,
     report: DrainReport | None = None,
+    await_calls: bool = False,
 ) -> int:
     """Process every queued payload; returns how many were processed.
 
     Payloads with a database URL go to that store (see the module docstring); those whose
     store can't be reached stay in the inbox (counted in ``report.stuck``). The caller must
-    hold the drainer lock (or know no drainer runs, as in tests).
+    hold the drainer lock (or know no drainer runs, as in tests). ``await_calls`` (the
+    detached drainer, never a caller the harness waits for): a PreToolUse whose tool call
+    the harness has not yet written to its session file waits for it, outside any
+    transaction, up to ``transcript_follow.CALL_WAIT_S``, so the model call is recorded
+    before the tool call it made.
     """
     clock = clock or SystemClock()
     report = report if report is not None else DrainReport()
@@ -148,7 +153,7 @@ def drain(
         # unreachable store, until all that is left is such rows. A new pass picks up rows
         # queued meanwhile under a reused id (the rowid restarts low once the inbox empties).
         while True:
-            stuck = _drain_pass(store, targets, clock, store_dir, report)
+            stuck = _drain_pass(store, targets, clock, store_dir, report, await_calls)
             if pending_count(store) <= stuck:
                 report.stuck = stuck
                 return report.done
@@ -158,7 +163,12 @@ def drain(
 
 
 def _drain_pass(
-    store: Store, targets: _Targets, clock: Clock, store_dir: Path | None, report: DrainReport
+    store: Store,
+    targets: _Targets,
+    clock: Clock,
+    store_dir: Path | None,
+    report: DrainReport,
+    await_calls: bool = False,
 ) -> int:
     """One pass over the inbox; returns how many payloads it left for unreachable stores."""
     after = 0
@@ -177,7 +187,7 @@ def _drain_pass(
             else:
                 local.append(row)
         if local:
-            _apply_local(store, local, clock, store_dir, report)
+            _apply_local(store, local, clock, store_dir, report, await_calls)
         for url, batch in spooled.items():
             target = targets.get(url)
             if target is None or not _deliver(store, target, batch, clock, store_dir, report):
@@ -220,15 +230,23 @@ def _apply(
 
 
 def _apply_local(
-    store: Store, rows: list[Any], clock: Clock, store_dir: Path | None, report: DrainReport
+    store: Store,
+    rows: list[Any],
+    clock: Clock,
+    store_dir: Path | None,
+    report: DrainReport,
+    await_calls: bool = False,
 ) -> None:
     """Payloads for the local store: each recorded and removed from the inbox in one
     transaction, several a transaction while they are quick, a new transaction once one has
     held the write lock ``CHUNK_S`` (a large payload never makes the hooks queueing theirs
-    wait long); each payload is parsed before the lock is taken."""
+    wait long); each payload is parsed before the lock is taken, and waits there for its
+    tool call to reach the session file (``await_calls``, see ``drain``)."""
     index = 0
     while index < len(rows):
         parsed = _parse_or_none(rows[index])
+        if await_calls:
+            _await_call(parsed)
         with store.write():
             began = time.monotonic()
             while True:
@@ -253,6 +271,25 @@ def _apply_local(
                 if len(rows[index][2] or "") > BIG_PAYLOAD:
                     break  # parse it outside the lock, in the next transaction
                 parsed = _parse_or_none(rows[index])
+                if await_calls and _call_pending(parsed):
+                    break  # wait for the session file outside the lock
+
+
+def _call_pending(parsed: tuple[Any, dict[str, Any]] | Exception) -> bool:
+    """Whether this payload's tool call is not yet in its session file (see ``drain``)."""
+    from agent_replay.services.capture.transcript_follow import call_not_yet_written
+
+    return not isinstance(parsed, Exception) and call_not_yet_written(parsed[0]) is not None
+
+
+def _await_call(parsed: tuple[Any, dict[str, Any]] | Exception) -> None:
+    """Wait for this payload's tool call to reach its session file, if it has not yet."""
+    from agent_replay.services.capture.transcript_follow import call_not_yet_written, wait_for_call
+
+    if not isinstance(parsed, Exception):
+        pending = call_not_yet_written(parsed[0])
+        if pending is not None:
+            wait_for_call(*pending)
 
 
 def _parse_or_none(row: Any) -> tuple[Any, dict[str, Any]] | Exception:
@@ -466,7 +503,7 @@ def serve(store: Store, store_dir: Path, fd: int) -> None:
         try:
             while True:
                 report = DrainReport()
-                drain(store, store_dir=store_dir, report=report)
+                drain(store, store_dir=store_dir, report=report, await_calls=True)
                 if wake is None:
                     break
                 why = _wait(wake, lock, store_dir, LINGER_S if report.ended else idle)
