@@ -238,7 +238,8 @@ def test_gemini_cli_calls_cost_the_same_through_otlp_as_through_the_hook(
 ) -> None:
     """Tokens and cost are one vocabulary too: each model call of Gemini CLI's OTLP export
     (its ``api_response`` telemetry, ``input_token_count``…) is priced as the hook path prices
-    the same call; the export also has the routing call, which no hook sees."""
+    the same call; the export also has the routing call, which no hook sees. The prompt's
+    step has the hook's name."""
     replay_hooks(monkeypatch, store_dir, relocate("gemini-cli/plain", tmp_path / "home"))
     hook = traces_by_format(store)["gemini-cli-hook"]
     with receiving(tmp_path / "otel") as (receiver, client, otel_store):
@@ -252,6 +253,7 @@ def test_gemini_cli_calls_cost_the_same_through_otlp_as_through_the_hook(
             if s["step_type"] == "llm_call" and s["metadata"].get("role") != "utility_router"
         ]
 
+    assert otlp["steps"][0]["name"] == hook["steps"][0]["name"] == "user_prompt"
     assert len(calls(hook)) == 5
     assert all(cost for _, _, cost in calls(hook))
     assert calls(otlp) == calls(hook)

@@ -263,7 +263,8 @@ def ms_ns(value: Any) -> int:
 
 
 def user_prompt(asm: Assembly, item: dict[str, Any], t: int, prompt: Any, prompt_id: Any) -> None:
-    """A harness's user prompt: a ``user prompt`` step (the first is the trace's input)."""
+    """A harness's user prompt: a ``user_prompt`` step, named as the hook and the importers
+    name it (the first is the trace's input)."""
     asm.prompts.append(prompt) if isinstance(prompt, str) else None
     metadata = {"role": "user", "prompt_id": prompt_id} if prompt_id else {"role": "user"}
     asm.add(
@@ -271,7 +272,7 @@ def user_prompt(asm: Assembly, item: dict[str, Any], t: int, prompt: Any, prompt
             f"log:{item['key']}",
             t,
             t,
-            make_step("thought", "user prompt", t, t, input=prompt, metadata=metadata),
+            make_step("thought", "user_prompt", t, t, input=prompt, metadata=metadata),
         )
     )
 
