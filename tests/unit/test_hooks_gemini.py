@@ -88,6 +88,9 @@ def check_session(trace: dict[str, Any], folder: str) -> None:
     assert llm[0]["input"]["messages"][0]["content"].endswith(PROMPT)
     assert llm[1]["input"]["message_count"] == 2
     tool_steps = [s for s in steps if s["step_type"] == "tool_call"]
+    for tool in tool_steps:  # why: each call <- the model reply that asked for it
+        assert tool["caused_by_step"] == tool["step_number"] - 1
+        assert steps[tool["caused_by_step"] - 1]["step_type"] == "llm_call"
     assert tool_steps[0]["input"] == {"command": "ls -la", "description": "Run ls -la"}
     assert "notes.txt" in tool_steps[0]["output"]["returnDisplay"]
     assert tool_steps[1]["output"]["llmContent"].startswith("TODO:")
@@ -123,6 +126,22 @@ def test_the_otel_capture_records_the_same_session(
 ) -> None:
     replay(monkeypatch, store_dir, payloads("gemini-cli/otel"))
     check_session(only_trace(store), "gemini-cli/otel")
+
+
+def test_a_tool_call_is_never_caused_by_a_model_call_of_an_earlier_turn(
+    store: Store, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn whose model calls were not hooked (only some events registered): its tool call
+    has no cause rather than the previous turn's model call."""
+    items = payloads("gemini-cli/plain")
+    first_tool = next(i for i, p in enumerate(items) if p["hook_event_name"] == "BeforeTool")
+    prompt = next(p for p in items if p["hook_event_name"] == "BeforeAgent")
+    again = [{**prompt, "prompt": "And once more?"}, items[first_tool]]
+    replay(monkeypatch, store_dir, items[: first_tool + 1] + again)
+    steps = only_trace(store)["steps"]
+    first, second = [s for s in steps if s["step_type"] == "tool_call"]
+    assert steps[first["caused_by_step"] - 1]["step_type"] == "llm_call"
+    assert second["caused_by_step"] is None
 
 
 def test_no_input_keeps_tokens_and_failures_but_no_text(

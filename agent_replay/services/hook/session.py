@@ -122,6 +122,19 @@ _LATEST = Statement(
     )
 )
 """The newest step with a call id: (trace_id, call_id, 1)."""
+_PROMPT_AFTER = Statement(
+    lambda: (
+        StepRow.select(StepRow.step_number)
+        .where(
+            StepRow.trace_id == arg(),
+            StepRow.step_number > arg(),
+            StepRow.step_type == arg(),
+            StepRow.name == arg(),
+        )
+        .limit(arg())
+    )
+)
+"""A step of a type and name after a step: (trace_id, step_number, step_type, name, 1)."""
 _STEP = Statement(
     lambda: StepRow.select(
         StepRow.input, StepRow.output, StepRow.metadata, StepRow.started_at, StepRow.name
@@ -267,6 +280,7 @@ class Hook:
         call_id: str | None,
         input: Any = None,
         parent_step: int | None = None,
+        caused_by_step: int | None = None,
         model: str | None = None,
         metadata: dict[str, Any] | None = None,
         trace_id: str | None = None,
@@ -293,6 +307,7 @@ class Hook:
             input=self.keep(input),
             started_at=self.at,
             parent_step=parent_step,
+            caused_by_step=caused_by_step,
             model=model,
             metadata=metadata,
             call_id=call_id,
@@ -365,6 +380,18 @@ class Hook:
             return None
         row = _LATEST.run(self.store, (found[0], call_id, 1)).fetchone()
         return (int(row[0]), bool(row[1])) if row else None
+
+    def turn_step(self, call_id: str) -> int | None:
+        """The newest step started with ``call_id`` in the current turn (no user prompt came
+        after it), or ``None``: what a harness that names no call ids links a step to."""
+        found = self.find_trace()
+        latest = self.latest_step(call_id)
+        if found is None or latest is None:
+            return None
+        prompt = (found[0], latest[0], "thought", "user_prompt", 1)
+        if _PROMPT_AFTER.run(self.store, prompt).fetchone() is not None:
+            return None
+        return latest[0]
 
     def step_row(self, number: int) -> dict[str, Any]:
         """A few columns of one of this trace's steps, decoded."""

@@ -8,8 +8,9 @@
 |  | message, its message count and config (the whole context is in the transcript) |
 | AfterModel | fires once per streamed chunk: the chunks merge into that one step (text |
 |  | appended; tokens from the chunk that carries ``usageMetadata``, taken once) |
-| BeforeTool | an open ``tool_call`` step (no call id in these payloads: results pair with |
-|  | the open call of the same tool and input, else the oldest of that tool) |
+| BeforeTool | an open ``tool_call`` step, caused by the turn's latest model call (no call id |
+|  | in these payloads: results pair with the open call of the same tool and input, |
+|  | else the oldest of that tool) |
 | AfterTool | that step closed with ``tool_response``; an ``error`` in it, or a shell |
 |  | ``Exit Code`` other than 0, makes it a failed step |
 | AfterAgent | an ``output`` step ``assistant_message`` with the turn's final model text; |
@@ -53,6 +54,7 @@ def apply(hook: Hook) -> None:
             hook.text("tool_name"),
             call_id=key,
             input=hook.payload.get("tool_input"),
+            caused_by_step=hook.turn_step(MODEL_KEY),  # the reply that asked for it
             unique=not key.startswith(NAME_KEY),
         )
     elif event == "AfterTool":
