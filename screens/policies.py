@@ -332,8 +332,6 @@ class PoliciesScreen(BaseScreen):
         """The policies arrived from the worker."""
 
         policies: list[Policy]
-        select: str | None = None
-        """A policy id to put the cursor on."""
 
     @dataclass
     class PolicyChanged(Message):
@@ -381,14 +379,14 @@ class PoliciesScreen(BaseScreen):
     @work(
         thread=True, exclusive=True, exit_on_error=False, group="policies", description="policies"
     )
-    def load(self, select: str | None = None) -> None:
+    def load(self) -> None:
         """Read every policy; the result arrives as ``PoliciesLoaded``."""
         from agent_replay.services.guard.manage import list_policies
 
         with read_store(self.app) as store:
             policies = list_policies(store)
         if not get_current_worker().is_cancelled:
-            self.post_message(self.PoliciesLoaded(policies, select))
+            self.post_message(self.PoliciesLoaded(policies))
 
     def store_changed(self) -> None:
         """Another terminal may have changed the policies (``guard add``, ``guard disable``):
@@ -397,10 +395,9 @@ class PoliciesScreen(BaseScreen):
 
     @on(PoliciesLoaded)
     def show_policies(self, message: PoliciesLoaded) -> None:
-        # A load started by the change watcher replaces (``exclusive``) the one that was to
-        # select the policy just saved: that selection still applies.
-        select = message.select or self._select
-        self._select = None
+        # Kept on the screen, not in the load: a load started by the change watcher replaces
+        # (``exclusive``) the one a save started, and the saved policy is still selected.
+        select, self._select = self._select, None
         if select is None and message.policies == self.policies and self.table.row_count:
             return  # the store changed elsewhere, not the policies: keep the view as it is
         previous = self.selected.id if self.selected else None
@@ -477,7 +474,7 @@ class PoliciesScreen(BaseScreen):
             return
         self.notify(safe(message.note), title="Guard policies")
         self._select = message.select
-        self.load(message.select)
+        self.load()
 
     # --- actions ----------------------------------------------------------------------
 

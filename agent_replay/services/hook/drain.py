@@ -245,8 +245,11 @@ def _apply_local(
     index = 0
     while index < len(rows):
         parsed = _parse_or_none(rows[index])
-        if await_calls:
-            _await_call(parsed)
+        pending = _unwritten_call(parsed) if await_calls else None
+        if pending is not None:
+            from agent_replay.services.capture.transcript_follow import wait_for_call
+
+            wait_for_call(*pending)
         with store.write():
             began = time.monotonic()
             while True:
@@ -271,25 +274,16 @@ def _apply_local(
                 if len(rows[index][2] or "") > BIG_PAYLOAD:
                     break  # parse it outside the lock, in the next transaction
                 parsed = _parse_or_none(rows[index])
-                if await_calls and _call_pending(parsed):
+                if await_calls and _unwritten_call(parsed) is not None:
                     break  # wait for the session file outside the lock
 
 
-def _call_pending(parsed: tuple[Any, dict[str, Any]] | Exception) -> bool:
-    """Whether this payload's tool call is not yet in its session file (see ``drain``)."""
+def _unwritten_call(parsed: tuple[Any, dict[str, Any]] | Exception) -> tuple[Path, str] | None:
+    """The session file and call id of a payload whose tool call is not yet in that file
+    (see ``drain``), else ``None``."""
     from agent_replay.services.capture.transcript_follow import call_not_yet_written
 
-    return not isinstance(parsed, Exception) and call_not_yet_written(parsed[0]) is not None
-
-
-def _await_call(parsed: tuple[Any, dict[str, Any]] | Exception) -> None:
-    """Wait for this payload's tool call to reach its session file, if it has not yet."""
-    from agent_replay.services.capture.transcript_follow import call_not_yet_written, wait_for_call
-
-    if not isinstance(parsed, Exception):
-        pending = call_not_yet_written(parsed[0])
-        if pending is not None:
-            wait_for_call(*pending)
+    return None if isinstance(parsed, Exception) else call_not_yet_written(parsed[0])
 
 
 def _parse_or_none(row: Any) -> tuple[Any, dict[str, Any]] | Exception:
