@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 import threading
 import time
@@ -367,5 +368,22 @@ def test_a_reply_that_never_comes_holds_the_drainer_only_briefly(
         live.write_until(normalize_time(envelope["received_at"]))
         replay_hooks(monkeypatch, store_dir, [item])
     assert CALL_WAIT_S <= waited < CALL_WAIT_S + 5
+    (hook,) = traces_by_format(store).values()
+    assert [c["name"] for c in tool_calls(hook)] == ["Bash"]
+
+
+@pytest.mark.sqlite_only
+def test_a_payload_naming_a_fifo_as_its_session_file_does_not_hold_the_drainer(
+    store: Store, store_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A hostile (or broken) PreToolUse whose ``transcript_path`` is a FIFO named like a
+    transcript: opening it for the wait would block forever; the drainer records it at once."""
+    (item,) = [p for p in payloads("claude-code/plain") if p["hook_event_name"] == "PreToolUse"][:1]
+    fifo = tmp_path / "2859795b-db92-4875-87cd-19512a3e477d.jsonl"
+    os.mkfifo(fifo)
+    queue_hook(monkeypatch, {**item, "transcript_path": str(fifo)})
+    began = time.monotonic()
+    drain(store, store_dir=store_dir, await_calls=True)
+    assert time.monotonic() - began < CALL_WAIT_S
     (hook,) = traces_by_format(store).values()
     assert [c["name"] for c in tool_calls(hook)] == ["Bash"]

@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,16 +255,21 @@ def wait_for_call(path: Path, call_id: str, timeout_s: float = CALL_WAIT_S) -> b
 
 def _has_call(path: Path, call_id: str) -> bool | None:
     """Whether the file's complete lines (its last MiB) name the call; ``None`` when the file
-    is missing, unreadable or stale."""
+    is missing, unreadable, not a regular file (a FIFO a payload names must not block the
+    drainer) or stale."""
     try:
-        with path.open("rb") as file:
-            info = os.fstat(file.fileno())
-            if time.time() - info.st_mtime > _FRESH_S:
-                return None
-            file.seek(max(0, info.st_size - _TAIL))
-            tail = file.read(_TAIL)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime > _FRESH_S:
+            return None
+        tail = os.pread(fd, _TAIL, max(0, info.st_size - _TAIL))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     complete = tail[: tail.rfind(b"\n") + 1]
     return call_id.encode("utf-8", "replace") in complete
 
