@@ -25,6 +25,7 @@ import base64
 import binascii
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,7 +248,7 @@ def _parse_json_reference(signal: str, data: dict[str, Any]) -> Message:
 # --- responses --------------------------------------------------------------------------------
 
 
-def _status_class() -> type[Message]:
+def _status_class() -> Callable[..., Message]:
     """``google.rpc.Status`` (code, message), built in a private descriptor pool.
 
     OTLP/HTTP error bodies are this message. Defining its two fields here keeps
