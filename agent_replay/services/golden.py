@@ -39,6 +39,7 @@ from typing import IO, Any
 
 from agent_replay.clock import Clock, SystemClock
 from agent_replay.errors import AgentReplayError, UsageError
+from agent_replay.services.capture import vocabulary
 from agent_replay.store.db import Store
 from agent_replay.store.queries import TraceFilter, TraceSummary, list_traces
 from agent_replay.store.trace_detail import step_dicts
@@ -247,6 +248,9 @@ def _parse_entry(entry: Any, where: str, bad: Any) -> Fingerprint:
         raise bad(where, f"step_count is {count} but it lists {len(types)} step types")
     if len(tools) != types.count("tool_call"):
         raise bad(where, f"{types.count('tool_call')} tool_call steps but {len(tools)} inputs")
+    names = [
+        vocabulary.RENAMED.get((t, n), n) if n else n for t, n in zip(types, names, strict=True)
+    ]
     return Fingerprint(agent, hash_, count, types, names, tools, status, model, trace_id)
 
 

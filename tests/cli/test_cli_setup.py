@@ -279,7 +279,7 @@ def test_doctor_shows_the_last_payload_and_import_drift(
     claude = {h["harness"]: h for h in report["harnesses"]}["claude"]
     last = claude["last_payload"]
     assert last["session_id"] == "54bf8201-626e-46cc-b9e5-a41d6f56c56b"
-    assert last["last_step"] == "output assistant_message"
+    assert last["last_step"] == "output final_answer"
     assert last["tool_calls"] == 4 and last["tool_calls_without_pre_tool"] == 0
     (drift,) = report["import_drift"]
     assert drift["format"] == "codex-rollout" and drift["kinds"] == {"hologram": 1}

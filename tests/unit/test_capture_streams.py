@@ -86,7 +86,7 @@ def test_codex_exec_fixture_maps_onto_steps(store: Store, tmp_path: Path) -> Non
         ("tool_call", "apply_patch"),
         ("thought", "message"),
         ("tool_call", "Bash"),
-        ("output", "final answer"),
+        ("output", "final_answer"),
         ("llm_call", "turn 1"),
     ]
     steps = trace.steps
@@ -179,7 +179,7 @@ def test_gemini_stream_fixture_maps_onto_steps(store: Store, tmp_path: Path, fix
         ("tool_call", "write_file"),
         ("thought", "message"),
         ("tool_call", "run_shell_command"),
-        ("output", "final answer"),
+        ("output", "final_answer"),
         ("llm_call", "gemini-3.5-flash-lite"),
         ("llm_call", "gemini-3.8-flash"),
     ]
@@ -262,7 +262,7 @@ def test_gemini_deltas_merge_and_tool_errors(store: Store, tmp_path: Path) -> No
         ("thought", "message"),
         ("tool_call", "read_file"),
         ("error", "warning"),
-        ("output", "final answer"),
+        ("output", "final_answer"),
         ("llm_call", "m"),
     ]
     assert steps[0].output == "Thinking" and steps[0].duration_ms == 1000.0
@@ -304,7 +304,7 @@ def test_claude_stream_fixture_maps_onto_steps(store: Store, tmp_path: Path) -> 
         *turn,
         ("tool_call", "Bash"),
         ("llm_call", "claude-opus-5-5"),
-        ("output", "final answer"),
+        ("output", "final_answer"),
     ]
     steps = trace.steps
     llm = [s for s in steps if s.step_type == "llm_call"]

@@ -201,6 +201,22 @@ def test_the_same_structure_passes_whatever_the_wording() -> None:
     assert _divergences(run) == {}
 
 
+def test_a_golden_run_recorded_under_an_earlier_answer_name_still_matches() -> None:
+    """Golden files recorded when a turn's answer was ``assistant_message`` (hook) or ``final
+    answer`` (streams) match today's ``final_answer``; another output name still differs."""
+    today = _run("trc_c")
+    today["steps"][4]["name"] = "final_answer"
+
+    def differing(golden_name: str) -> set[str]:
+        golden = _run("trc_g")
+        golden["steps"][4]["name"] = golden_name
+        (loaded,) = next(iter(_golden_of(golden).runs.values()))
+        return {d.field for d in compare(fingerprint(today), loaded, FINGERPRINT_FIELDS)}
+
+    assert differing("assistant_message") == differing("final answer") == set()
+    assert differing("reply") == {"step_names"}
+
+
 def test_an_inserted_step_is_reported_at_its_step() -> None:
     """An extra tool call: step_count, step_types, step_names and tool_inputs name step 3."""
     run = _run("trc_c")

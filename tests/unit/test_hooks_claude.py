@@ -107,7 +107,7 @@ PLAIN_SHAPE = [
     ("tool_call", "Read"),
     ("tool_call", "Write"),
     ("tool_call", "Bash"),
-    ("output", "assistant_message"),
+    ("output", "final_answer"),
 ]
 
 
@@ -178,7 +178,7 @@ def test_a_subagent_and_its_tool_calls_nest_under_the_agent_call(
         ("thought", "subagent:general-purpose"),
         ("tool_call", "Bash"),
         ("tool_call", "Read"),
-        ("output", "assistant_message"),
+        ("output", "final_answer"),
     ]
     _, agent, sub, bash, read, _ = trace["steps"]
     assert agent["parent_step"] is None

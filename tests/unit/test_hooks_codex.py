@@ -93,7 +93,7 @@ def test_the_session_through_real_hook_processes(store: Store, store_dir: Path) 
         ("tool_call", "Bash"),
         ("tool_call", "apply_patch"),
         ("tool_call", "Bash"),
-        ("output", "assistant_message"),
+        ("output", "final_answer"),
     ]
     assert [s["input"]["command"] for s in steps[1:3]] == ["ls -la", "cat notes.txt"]
     assert steps[2]["output"] == "TODO:\n- buy milk\n- fix bug #42\n- write tests\n"

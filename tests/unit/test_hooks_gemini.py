@@ -75,7 +75,7 @@ def check_session(trace: dict[str, Any], folder: str) -> None:
     expected = [("thought", "user_prompt")]
     for name in tools:
         expected += [("llm_call", "gemini-3.8-flash"), ("tool_call", name)]
-    expected += [("llm_call", "gemini-3.8-flash"), ("output", "assistant_message")]
+    expected += [("llm_call", "gemini-3.8-flash"), ("output", "final_answer")]
     assert [(s["step_type"], s["name"]) for s in steps] == expected
     llm = [s for s in steps if s["step_type"] == "llm_call"]
     assert [s["tokens_used"] for s in llm] == usage(folder)  # once per call, not per chunk

@@ -46,7 +46,8 @@ def steps_of(trace: dict[str, Any], **match: Any) -> list[dict[str, Any]]:
 def test_fixture_transcript_becomes_one_trace_of_the_scripted_session(
     store: Store, clock: FixedClock, name: str
 ) -> None:
-    """The scripted session: 5 replies, 4 tool calls (the `cat` failing), a final answer."""
+    """The scripted session: the prompt, 5 replies, 4 tool calls (the `cat` failing), a final
+    answer."""
     path = fixture_transcript(name)
     lines = raw_lines(path)
     result = import_file(store, path, clock=clock)
@@ -72,7 +73,7 @@ def test_fixture_transcript_becomes_one_trace_of_the_scripted_session(
     assert column.fetchone()[0] == "claude-transcript"
 
     kinds = [(s["step_type"], s["name"]) for s in trace["steps"]]
-    expected: list[tuple[str, str]] = []
+    expected: list[tuple[str, str]] = [("thought", "user_prompt")]
     for tool in SCRIPTED_TOOLS:
         expected += [("llm_call", "claude-opus-5-5"), ("tool_call", tool)]
     expected += [("llm_call", "claude-opus-5-5"), ("output", "final_answer")]
@@ -165,6 +166,7 @@ def test_subagent_steps_nest_under_the_agent_call_that_spawned_them(
     assert nested[-1]["output"].startswith("Subagent report")
     top = [s for s in trace["steps"] if s["parent_step"] is None]
     assert [(s["step_type"], s["name"]) for s in top] == [
+        ("thought", "user_prompt"),
         ("llm_call", "claude-opus-5-5"),
         ("tool_call", "Agent"),
         ("llm_call", "claude-opus-5-5"),
@@ -287,13 +289,15 @@ def test_merged_reply_counts_usage_once_and_reports_cache_tokens_apart(
     )
     trace = run(store, clock, path)
     assert [(s["step_type"], s["name"]) for s in trace["steps"]] == [
+        ("thought", "user_prompt"),
         ("llm_call", "claude-test"),
         ("thought", "thinking"),
         ("tool_call", "Bash"),
         ("llm_call", "claude-test"),
         ("output", "final_answer"),
     ]
-    first, thought, tool, second, answer = trace["steps"]
+    asked, first, thought, tool, second, answer = trace["steps"]
+    assert asked["input"] == "go" and asked["started_at"] == at(1)
     assert first["tokens_used"] == 120
     assert first["metadata"]["cache_creation_input_tokens"] == 50
     assert first["metadata"]["cache_read_input_tokens"] == 400
@@ -301,7 +305,7 @@ def test_merged_reply_counts_usage_once_and_reports_cache_tokens_apart(
     assert first["output"] == "Checking."
     assert first["input"] == "go"
     assert first["started_at"] == at(1) and first["ended_at"] == at(2.2)
-    assert thought["output"] == "plan it" and thought["caused_by_step"] == 1
+    assert thought["output"] == "plan it" and thought["caused_by_step"] == first["step_number"]
     assert tool["output"] == "a.txt" and tool["duration_ms"] == 800
     assert second["tokens_used"] == 205 and second["caused_by_step"] == tool["step_number"]
     assert answer["output"] == "Done." and answer["caused_by_step"] == second["step_number"]
@@ -341,7 +345,10 @@ def test_an_api_error_at_the_end_fails_the_trace(
     )
     trace = run(store, clock, write(tmp_path, [prompt("go", 1), error]))
     assert trace["status"] == "failed" and trace["error"] == "API Error: 529"
-    assert [(s["step_type"], s["error"]) for s in trace["steps"]] == [("error", "API Error: 529")]
+    assert [(s["step_type"], s["error"]) for s in trace["steps"]] == [
+        ("thought", None),
+        ("error", "API Error: 529"),
+    ]
 
 
 def test_a_failed_tool_does_not_fail_the_trace(

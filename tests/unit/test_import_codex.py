@@ -72,7 +72,7 @@ def test_every_fixture_rollout_becomes_the_scripted_session(
         assert trace["ended_at"] == lines[-1]["timestamp"]
 
         kinds = [(s["step_type"], s["name"]) for s in trace["steps"]]
-        expected: list[tuple[str, str]] = []
+        expected: list[tuple[str, str]] = [("thought", "user_prompt")]
         for tool in ["Bash", "Bash", "apply_patch", "Bash"]:
             expected += [("llm_call", "gpt-5.5"), ("tool_call", tool)]
         expected += [("llm_call", "gpt-5.5"), ("output", "final_answer")]
@@ -218,15 +218,17 @@ def test_an_older_rollout_with_the_shell_tool(
     left out of ``tokens_used``; the prompt from the event, not the injected context."""
     trace = run(store, clock, write(tmp_path, older_session()))
     assert [(s["step_type"], s["name"]) for s in trace["steps"]] == [
+        ("thought", "user_prompt"),
         ("llm_call", "gpt-5-codex"),
         ("thought", "reasoning"),
         ("tool_call", "Bash"),
         ("llm_call", "gpt-5-codex"),
         ("output", "final_answer"),
     ]
-    first, thought, tool, second, answer = trace["steps"]
+    asked, first, thought, tool, second, answer = trace["steps"]
     assert trace["input"] == "run the tests" and first["input"] == "run the tests"
-    assert thought["output"] == "**Run pytest**" and thought["caused_by_step"] == 1
+    assert asked["input"] == "run the tests"  # one prompt step, not the injected context
+    assert thought["output"] == "**Run pytest**" and thought["caused_by_step"] == 2
     assert tool["input"] == {"command": "pytest -q"}
     assert tool["metadata"]["tool_options"] == {"workdir": "/w"}
     assert tool["metadata"]["original_name"] == "shell"
@@ -275,7 +277,7 @@ def test_an_error_event_fails_the_trace(store: Store, clock: FixedClock, tmp_pat
     trace = run(store, clock, write(tmp_path, records))
     assert trace["status"] == "failed"
     assert trace["error"] == "stream disconnected before completion"
-    assert [s["step_type"] for s in trace["steps"]] == ["error"]
+    assert [s["step_type"] for s in trace["steps"]] == ["thought", "error"]
 
 
 @pytest.mark.parametrize(

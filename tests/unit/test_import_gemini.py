@@ -190,10 +190,10 @@ def test_the_last_copy_of_a_message_wins_and_rewinds_keep_what_happened(
         ("llm_call", "gemini-2.5-flash"),
         ("tool_call", "run_shell_command"),
         ("llm_call", "gemini-2.5-flash"),
-        ("output", "assistant_message"),
+        ("output", "final_answer"),
         ("thought", "user_prompt"),
         ("llm_call", "gemini-2.5-flash"),
-        ("output", "assistant_message"),
+        ("output", "final_answer"),
     ]
     prompt, first, tool = trace["steps"][:3]
     assert trace["input"] == "list files" == prompt["input"]

@@ -72,7 +72,7 @@ def test_duplicate_log_records_in_one_request_count_once(store_dir: Path) -> Non
         post_all(client, receiver, [doubled])
         (trace,) = traces(store)
     assert trace["total_tokens"] == 2250
-    assert [s["step_type"] for s in trace["steps"]] == ["llm_call"]
+    assert [s["step_type"] for s in trace["steps"]] == ["llm_call", "output"]
 
 
 def test_children_before_parents_merge_into_one_trace(tmp_path: Path) -> None:

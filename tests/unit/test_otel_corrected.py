@@ -71,6 +71,7 @@ def test_claude_code_spans_and_logs_make_each_call_one_step(
         "thought",
         *["llm_call", "decision", "tool_call"] * 4,
         "llm_call",
+        "output",
     ]
     assert not [s for s in trace["steps"] if str(s["name"]).startswith("claude_code.")]
     tools = typed(trace, "tool_call")

@@ -202,7 +202,9 @@ def test_claude_code_session_becomes_one_trace(store_dir: Path) -> None:
         "thought",
         *["llm_call", "decision", "tool_call"] * 4,
         "llm_call",
+        "output",
     ]
+    assert_turn_linked(trace)
     assert trace["total_tokens"] == 9000 + 290
     assert trace["total_cost_usd"] == pytest.approx(0.0418)
     tools = [s for s in trace["steps"] if s["step_type"] == "tool_call"]
@@ -225,7 +227,32 @@ GEMINI_TYPES = [
     "llm_call",
     *["llm_call", "thought", "decision", "tool_call"] * 4,
     "llm_call",
+    "output",
 ]
+
+
+def assert_turn_linked(trace: dict[str, Any]) -> None:
+    """A harness turn as every capture path records it (``vocabulary``): the prompt is
+    ``user_prompt``, each model call is named after its model and caused by the tool call it
+    answers, each permission decision by the call that asked, and the turn ends in a
+    ``final_answer`` caused by its last model call, holding the trace's output."""
+    steps = trace["steps"]
+    assert steps[0]["name"] == "user_prompt"
+    tool = None
+    for step in steps:
+        if step["step_type"] == "llm_call":
+            assert step["name"] == step["model"]
+            if step["metadata"].get("role") != "utility_router":
+                assert step.get("caused_by_step") == (tool["step_number"] if tool else None)
+                reply, tool = step, None
+        elif step["step_type"] == "tool_call":
+            tool = step
+        elif step["step_type"] == "decision":
+            assert steps[step["caused_by_step"] - 1]["step_type"] == "llm_call"
+    answer = steps[-1]
+    assert (answer["step_type"], answer["name"]) == ("output", "final_answer")
+    assert answer["caused_by_step"] == reply["step_number"]
+    assert answer["output"] == trace["output"] == reply["output"]
 
 
 def assert_gemini_session(trace: dict[str, Any], *, with_logs: bool, with_spans: bool) -> None:
@@ -257,6 +284,7 @@ def assert_gemini_session(trace: dict[str, Any], *, with_logs: bool, with_spans:
         assert tools[3]["error"] == "exit code 1"
         assert tools[3]["input"]["command"] == "cat does_not_exist.txt"
         assert [t["error"] for t in tools[:3]] == [None, None, None]
+        assert_turn_linked(trace)
         decisions = [s for s in steps if s["step_type"] == "decision"]
         assert len(decisions) == 4
         for tool, decision in zip(tools, decisions, strict=True):

@@ -1,7 +1,7 @@
 """One vocabulary: the real captures of one session through the hook, the stream (``record
---format``) and the importer give the same tool names and inputs, and a call a guard blocked or
-a permission check refused carries the same error (the hook's or the harness's reason) on
-every path."""
+--format``), the importer and ``otel serve`` give the same steps (names, links, tokens, cost),
+the same tool names and inputs, and a call a guard blocked or a permission check refused
+carries the same error (the hook's or the harness's reason) on every path."""
 
 from __future__ import annotations
 
@@ -119,6 +119,94 @@ def test_one_session_has_one_vocabulary_on_every_path(
     assert stream == hook
     failed = [[s["step_number"] for s in tool_calls(t) if s["error"]] for t in paths.values()]
     assert all(len(f) == 1 for f in failed)
+
+
+def steps(trace: dict[str, Any], *, drop: Any = lambda _step: False) -> list[tuple[Any, ...]]:
+    """Each step as (type, name, tokens, cost, the position of its cause), the steps ``drop``
+    picks left out; a cause left out is followed to its own cause."""
+    kept = [s for s in trace["steps"] if not drop(s)]
+    position = {s["step_number"]: i for i, s in enumerate(kept)}
+    by_number = {s["step_number"]: s for s in trace["steps"]}
+
+    def cause(step: dict[str, Any]) -> int | None:
+        number = step.get("caused_by_step")
+        while number is not None and number not in position:
+            number = by_number[number].get("caused_by_step")
+        return position.get(number) if number is not None else None
+
+    return [
+        (s["step_type"], s["name"], s["tokens_used"], s["metadata"].get("cost_usd"), cause(s))
+        for s in kept
+    ]
+
+
+@pytest.mark.parametrize("harness", ["claude", "codex", "gemini"])
+def test_the_hook_and_the_import_give_the_same_steps(
+    store: Store,
+    store_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    clock: FixedClock,
+    tmp_path: Path,
+    harness: str,
+) -> None:
+    """The plain captures: every step alike, in order: the prompt (``user_prompt``), each model
+    call named after its model with its tokens and cost, caused by the tool call it answers,
+    each tool call caused by its model call, the answer (``final_answer``) caused by the last
+    model call."""
+    paths = three_paths(store, store_dir, monkeypatch, clock, harness, "plain", tmp_path)
+    hook = steps(paths["hook"])
+    assert steps(paths["import"]) == hook
+    assert [(kind, name) for kind, name, *_ in hook if kind != "tool_call"][:2] == [
+        ("thought", vocabulary.PROMPT_STEP),
+        ("llm_call", paths["hook"]["steps"][1]["model"]),
+    ]
+    assert hook[-1][:2] == ("output", vocabulary.ANSWER_STEP)
+    for i, (kind, _name, tokens, cost, cause) in enumerate(hook):
+        if kind == "llm_call":
+            assert tokens and cost
+            assert cause is None if i == 1 else hook[cause][0] == "tool_call"
+        elif kind in ("tool_call", "output"):
+            assert cause is not None and hook[cause][0] == "llm_call"
+
+
+OTLP_SESSION_FILES = {
+    "claude": "claude-code/otel/transcript",
+    "codex": "codex/otel/rollout",
+    "gemini": "gemini-cli/otel/chats",
+}
+
+
+def otlp_only(step: dict[str, Any]) -> bool:
+    """What only OTLP sees: the permission checks, Gemini CLI's routing call and its
+    scheduler's spans."""
+    return (
+        step["step_type"] == "decision"
+        or step["metadata"].get("role") == "utility_router"
+        or step["name"] == "schedule_tool_calls"
+    )
+
+
+@pytest.mark.parametrize("harness", ["claude", "codex", "gemini"])
+def test_otlp_gives_the_steps_of_the_import(
+    store: Store, clock: FixedClock, tmp_path: Path, harness: str
+) -> None:
+    """The otel captures: the session exported over OTLP and its session file imported give
+    the same steps, links, tokens and cost, besides what only OTLP sees (``otlp_only``).
+    Codex CLI exports no answer text: its trace has no ``final_answer``."""
+    report = import_path(store, HARNESS / OTLP_SESSION_FILES[harness], clock=clock)
+    assert report.sessions == 1 and not report.failed
+    (imported,) = traces_by_format(store).values()
+    with receiving(tmp_path / "otel") as (receiver, client, otel_store):
+        post_all(client, receiver, harness_payloads(FOLDER[harness]))
+        (otlp,) = otel_traces(otel_store)
+    expected = steps(imported)
+    if harness == "codex":
+        assert expected[-1][:2] == ("output", vocabulary.ANSWER_STEP)
+        expected = expected[:-1]
+    got = steps(otlp, drop=otlp_only)
+    assert [s[:3] for s in got] == [s[:3] for s in expected]
+    assert [s[4] for s in got] == [s[4] for s in expected]
+    assert [s[3] for s in got] == pytest.approx([s[3] for s in expected])
 
 
 @pytest.mark.sqlite_only  # hook --enforce decides against the local SQLite file

@@ -6,6 +6,8 @@ What becomes what:
 - the session: agent ``claude-code``, ``session_id``, input = the first user prompt, started and
   ended at the first and last timestamps, ``agent_version`` = Claude Code's version, cost from
   the ``cost-state`` line; ``cwd``/``git_branch`` in metadata.
+- each user prompt of the session (not a subagent's task): a ``thought`` step
+  ``user_prompt``, as the hook path records it (the hook's follower leaves it to the hook).
 - an API reply: one ``llm_call`` step (named after the model) whose output is its text. Claude
   Code writes one line per content block, all sharing ``message.id``: they merge into one step
   and the usage they repeat is counted once. ``tokens_used`` = input + output tokens; the cache
@@ -305,8 +307,12 @@ class _Session:
             context.awaiting_reply = False
             return
         self._end_turn(context)
-        if context is self.main and not self.writer.started:
-            self._start(text)
+        if context is self.main:
+            if not self.writer.started:
+                self._start(text)
+            self.writer.add_step(
+                "thought", vocabulary.PROMPT_STEP, input=text, started_at=at, ended_at=at
+            )
         context.prompt = text
         context.request_at = at
         context.awaiting_reply = True
@@ -542,7 +548,7 @@ class _Session:
         context.answer = None
         self.writer.add_step(
             "output",
-            "final_answer",
+            vocabulary.ANSWER_STEP,
             output=text,
             started_at=at,
             ended_at=at,

@@ -7,6 +7,7 @@ What becomes what:
   and ``cwd``, ``model_provider``, ``originator`` and the ``git`` metadata in trace metadata.
   The input is the first user prompt (``user_message`` / ``UserMessage`` events: the rollout's
   ``role: user`` messages also carry injected context such as AGENTS.md).
+- each user prompt: a ``thought`` step ``user_prompt``, as the hook path records it.
 - one model response (its ``reasoning``, assistant ``message`` and tool calls, up to the next
   tool output or prompt): one ``llm_call`` step named after the model (``turn_context``),
   output = its text, tokens from the ``token_count`` event that follows it
@@ -20,7 +21,8 @@ What becomes what:
   stays in ``metadata.original_name``); a non-zero exit code (from the ``CommandExecution``
   item, ``exec_command_end``, or the output's header) or a failed patch sets ``error``, and a
   call a hook blocked has the hook's reason as its ``error``.
-- ``task_complete``: the turn's answer (``last_agent_message``) as an ``output`` step.
+- ``task_complete``: the turn's answer (``last_agent_message``) as an ``output`` step
+  (``final_answer``).
 
 Status: ``failed`` when the session ends on an ``error`` event; ``timeout`` when it ends
 mid-turn (a turn started and never completed or was aborted, a tool call without its output):
@@ -487,6 +489,9 @@ class _Rollout:
             self._emit_answer(None)
         if not self.writer.started:
             self._start(text)
+        self.writer.add_step(
+            "thought", vocabulary.PROMPT_STEP, input=text, started_at=at, ended_at=at
+        )
         self.prompt = text
         self.request_at = at
         self.awaiting_reply = True
@@ -511,7 +516,7 @@ class _Rollout:
         when = answer[2] if answer is not None else at
         self.writer.add_step(
             "output",
-            "final_answer",
+            vocabulary.ANSWER_STEP,
             output=text,
             started_at=when,
             ended_at=not_before(when, at) if at else when,

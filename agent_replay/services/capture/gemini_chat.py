@@ -128,6 +128,8 @@ class _State:
     answer: tuple[str, int, str | None] | None = None
     """The turn's latest model text without tool calls: (text, its step, when)."""
     output: str | None = None
+    tool_step: int | None = None
+    """The newest tool call of the turn's last reply: the next reply answers it."""
     fatal: str | None = None
     open_calls: list[tuple[int, str | None]] = field(default_factory=list)
 
@@ -244,7 +246,10 @@ class _Chat:
             return  # injected context or a slash command, not a prompt
         self._end_turn()
         self._start(text)
-        self.writer.add_step("thought", "user_prompt", input=text, started_at=at, ended_at=at)
+        self.state.tool_step = None
+        self.writer.add_step(
+            "thought", vocabulary.PROMPT_STEP, input=text, started_at=at, ended_at=at
+        )
         self.state.prompt_at = at
         self.state.awaiting_reply = True
 
@@ -268,14 +273,16 @@ class _Chat:
             started = at
         step = self.writer.add_step(
             "llm_call",
-            model or "model",
+            vocabulary.model_step_name(model),
             output=text or None,
             started_at=started,
             ended_at=at,
             tokens_used=as_int(tokens.get("total")),
             model=model,
+            caused_by_step=state.tool_step,
             metadata=meta,
         )
+        state.tool_step = None
         state.awaiting_reply = bool(calls)  # the model answers the tool results next
         state.prompt_at = None
         state.fatal = None
@@ -283,7 +290,7 @@ class _Chat:
             self._thought(thought, step, model, at)
         for call in calls:
             if isinstance(call, dict):
-                self._tool(call, step, at)
+                state.tool_step = self._tool(call, step, at)
         if calls:
             state.answer = None
         elif text and text.strip():
@@ -306,7 +313,8 @@ class _Chat:
                 caused_by_step=step,
             )
 
-    def _tool(self, call: dict[str, Any], step: int, at: str | None) -> None:
+    def _tool(self, call: dict[str, Any], step: int, at: str | None) -> int:
+        """A tool call the reply ``step`` asked for; returns its step."""
         name = call.get("name") if isinstance(call.get("name"), str) else "tool"
         tool = vocabulary.canonical_tool(vocabulary.GEMINI, name, call.get("args"))
         status = call.get("status")
@@ -324,7 +332,7 @@ class _Chat:
                 metadata=metadata,
             )
             self.state.open_calls.append((number, at))
-            return
+            return number
         response: dict[str, Any] | None = _response(call)
         error = tool_error(response)
         if error is None and status != "success":
@@ -334,7 +342,7 @@ class _Chat:
             if refused is not None:  # a hook blocked it: it never ran
                 metadata.update(refused[1])
                 response = None
-        self.writer.add_step(
+        return self.writer.add_step(
             "tool_call",
             tool.name,
             input=tool.input,
@@ -375,7 +383,7 @@ class _Chat:
         state.answer = None
         self.writer.add_step(
             "output",
-            "assistant_message",
+            vocabulary.ANSWER_STEP,
             output=text,
             started_at=at,
             ended_at=at,

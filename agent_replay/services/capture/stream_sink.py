@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.capture.events import EventEngine
 from agent_replay.services.capture.pump import LineSink
 
@@ -196,7 +197,7 @@ class StreamSink(LineSink):
         return self.emit(  # type: ignore[no-any-return]
             "step",
             step_type=step_type,
-            name="final answer" if step_type == "output" else "message",
+            name=vocabulary.ANSWER_STEP if step_type == "output" else "message",
             output=text,
             started_at=started,
             ended_at=ended if ended != started else None,

@@ -59,7 +59,7 @@ from typing import Any
 
 from peewee import SQL
 
-from agent_replay.services.capture import claude_state, claude_transcript, codex_rollout
+from agent_replay.services.capture import claude_state, claude_transcript, codex_rollout, vocabulary
 from agent_replay.services.capture.session_writer import (
     CLAUDE_TRANSCRIPT,
     CODEX_ROLLOUT,
@@ -392,8 +392,9 @@ class _Spec:
     format: str
     session: type[_ClaudeFollow] | type[_CodexFollow]
     types: tuple[type[Any], ...]
-    hook_owns: frozenset[str]
-    """Step types the file's importer makes that the hook path records on its own."""
+    hook_owns: frozenset[tuple[str, str | None]]
+    """Steps the file's importer makes that the hook path records on its own: (step type,
+    name), ``None`` for any name."""
 
     def create(self, path: Path, writer: SessionWriter) -> _Session:
         return self.session(path, writer)
@@ -411,13 +412,15 @@ _CLAUDE = _Spec(
     CLAUDE_TRANSCRIPT,
     _ClaudeFollow,
     (claude_state._Message, claude_state._Context, claude_state._Call),
-    frozenset({"output", "error"}),  # Stop's assistant_message, StopFailure's error
+    # UserPromptSubmit's prompt, Stop's answer, StopFailure's error
+    frozenset({("thought", vocabulary.PROMPT_STEP), ("output", None), ("error", None)}),
 )
 _CODEX = _Spec(
     CODEX_ROLLOUT,
     _CodexFollow,
     (codex_rollout._Reply, codex_rollout._Call),
-    frozenset({"output"}),  # Stop's assistant_message (Codex has no failure hook)
+    # UserPromptSubmit's prompt, Stop's answer (Codex has no failure hook)
+    frozenset({("thought", vocabulary.PROMPT_STEP), ("output", None)}),
 )
 _NOT_STATE = frozenset({"path", "writer", "follower"})
 
@@ -565,7 +568,7 @@ class _FollowWriter(SessionWriter):
 
     def add_step(self, step_type: str, name: str | None = None, **fields: Any) -> int:
         assert self.trace_id is not None
-        if step_type in self.hook_owns:
+        if (step_type, None) in self.hook_owns or (step_type, name) in self.hook_owns:
             return 0
         data = {"step_type": step_type, "name": name, **self._content(fields)}
         number = self.recorder.step(self.trace_id, data)

@@ -1,5 +1,12 @@
-"""One vocabulary for tool calls: the canonical name, input and refusal error of a harness's
-tool call, the same whichever capture path saw it (hook, stream, import, OTLP).
+"""One vocabulary: the step names and the canonical tool calls of a harness's session, the
+same whichever capture path saw it (hook, stream, import, OTLP).
+
+Steps every path names alike: a user's prompt is a ``thought`` step ``user_prompt``
+(``PROMPT_STEP``; the first is the trace's input), a model call an ``llm_call`` named after its
+model (``llm_call`` when no model is known), a turn's final answer an ``output`` step
+``final_answer`` (``ANSWER_STEP``; the last is the trace's output).
+
+Tool calls: the canonical name, input and refusal error of each.
 
 The canonical form is what the harness shows its own hooks, because that is what
 ``hook --enforce`` decides on: a guard policy that matches a call at enforcement time then
@@ -41,6 +48,28 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
+
+PROMPT_STEP = "user_prompt"
+"""A user's prompt: a ``thought`` step of this name, on every path."""
+ANSWER_STEP = "final_answer"
+"""A turn's final answer: an ``output`` step of this name, on every path."""
+MODEL_STEP = "llm_call"
+"""A model call's name when its model is unknown (a known one is the call's name)."""
+
+
+RENAMED = {
+    ("output", "assistant_message"): ANSWER_STEP,
+    ("output", "final answer"): ANSWER_STEP,
+}
+"""Earlier names of a step, by (step type, name): the hook path called a turn's answer
+``assistant_message`` and the harnesses' streams ``final answer``. A golden file recorded
+then reads them as today's name, so ``check`` does not report the rename as a regression."""
+
+
+def model_step_name(model: Any) -> str:
+    """What every path names a model call: its model, else ``MODEL_STEP``."""
+    return str(model) if model else MODEL_STEP
+
 
 CLAUDE = "claude"
 CODEX = "codex"

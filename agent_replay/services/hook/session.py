@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_replay.clock import Clock
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.hook.harness import Dialect
 from agent_replay.services.recorder import TraceRecorder
 from agent_replay.store.db import Store
@@ -135,6 +136,15 @@ _PROMPT_AFTER = Statement(
     )
 )
 """A step of a type and name after a step: (trace_id, step_number, step_type, name, 1)."""
+_NEWEST_OF_TYPE = Statement(
+    lambda: (
+        StepRow.select(StepRow.step_number)
+        .where(StepRow.trace_id == arg(), StepRow.step_type == arg())
+        .order_by(StepRow.step_number.desc())
+        .limit(arg())
+    )
+)
+"""The newest step of a type: (trace_id, step_type, 1)."""
 _STEP = Statement(
     lambda: StepRow.select(
         StepRow.input, StepRow.output, StepRow.metadata, StepRow.started_at, StepRow.name
@@ -388,10 +398,23 @@ class Hook:
         latest = self.latest_step(call_id)
         if found is None or latest is None:
             return None
-        prompt = (found[0], latest[0], "thought", "user_prompt", 1)
-        if _PROMPT_AFTER.run(self.store, prompt).fetchone() is not None:
+        return latest[0] if self._in_turn(found[0], latest[0]) else None
+
+    def turn_latest(self, step_type: str) -> int | None:
+        """The newest step of ``step_type`` in the current turn, or ``None``: a turn's
+        answer is caused by its last model call, whoever recorded it."""
+        found = self.find_trace()
+        if found is None:
             return None
-        return latest[0]
+        row = _NEWEST_OF_TYPE.run(self.store, (found[0], step_type, 1)).fetchone()
+        if row is None or not self._in_turn(found[0], int(row[0])):
+            return None
+        return int(row[0])
+
+    def _in_turn(self, trace_id: str, number: int) -> bool:
+        """No user prompt came after step ``number``."""
+        prompt = (trace_id, number, "thought", vocabulary.PROMPT_STEP, 1)
+        return _PROMPT_AFTER.run(self.store, prompt).fetchone() is None
 
     def step_row(self, number: int) -> dict[str, Any]:
         """A few columns of one of this trace's steps, decoded."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.otel import semconv
 from agent_replay.services.otel.logs import apply_logs
 from agent_replay.services.otel.nodes import (
@@ -32,6 +33,7 @@ from agent_replay.services.otel.nodes import (
     Node,
     derived_ids,
     iso,
+    make_step,
     order_nodes,
     trace_id_for,
 )
@@ -141,6 +143,8 @@ def build_trace(group: Group) -> dict[str, Any] | None:
     if group.key.startswith(f"s:{CLAUDE_SERVICE}:"):
         _drop_turn_spans(asm)
     link_tool_calls(asm)
+    if group.key.startswith("s:"):
+        _link_turns(asm)
 
     ordered = order_nodes(asm.nodes)
     numbers = {node.key: index for index, node in enumerate(ordered, start=1)}
@@ -169,6 +173,44 @@ def build_trace(group: Group) -> dict[str, Any] | None:
     if codex:
         _fold_codex_spans(trace, codex)
     return trace
+
+
+def _link_turns(asm: Assembly) -> None:
+    """A harness session's turns, linked and ended as every other capture path does
+    (``vocabulary``): a model call is caused by the tool call it answers (the turn's newest
+    since its previous model call), a permission decision by the model call that asked for the
+    tool, and a turn whose last model call answered in text, with
+    no tool call after it, ends in a ``final_answer`` step caused by that call. Gemini CLI's
+    routing calls (``role: utility_router``) pick a model; they answer nothing."""
+    tool: Node | None = None
+    reply: Node | None = None
+    answers: list[Node] = []
+
+    def end_turn() -> None:
+        text = reply.step.get("output") if reply is not None else None
+        if reply is None or not isinstance(text, str) or not text.strip():
+            return
+        at = reply.end_ns or reply.start_ns
+        step = make_step("output", vocabulary.ANSWER_STEP, at, at, output=text.strip())
+        key = f"{reply.key}:answer"
+        answers.append(Node(key, at, at, step, parent=reply.parent, caused_by=reply.key, order=1))
+
+    for node in order_nodes(asm.nodes):
+        kind = node.step["step_type"]
+        if kind == "thought" and node.step.get("name") == vocabulary.PROMPT_STEP:
+            end_turn()
+            tool = reply = None
+        elif kind == "tool_call":
+            tool, reply = node, None
+        elif kind == "decision" and reply is not None and node.caused_by is None:
+            node.caused_by = reply.key  # a permission asked for a call the reply made
+        elif kind == "llm_call" and node.step["metadata"].get("role") != "utility_router":
+            if tool is not None and node.caused_by is None and node.fallback_cause is None:
+                node.caused_by = tool.key
+            tool, reply = None, node
+    end_turn()
+    for node in answers:
+        asm.add(node)
 
 
 def _drop_turn_spans(asm: Assembly) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.otel import semconv
 from agent_replay.services.otel.logs_codex import apply_codex
 from agent_replay.services.otel.logs_gemini import apply_gemini
@@ -77,7 +78,7 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
         span = asm.span_step(response_id=request) if request else None
         if span is not None:  # traces on too: the llm_request span is this call
             span.harness_matched = True
-            span.step["name"] = f"chat {model}" if model else "chat"
+            span.step["name"] = vocabulary.model_step_name(model)
             merge(span, model=model, error=error, metadata=metadata)
             asm.aliases[f"claude:req:{request}"] = span.key
             return
@@ -88,7 +89,7 @@ def _apply_claude(asm: Assembly, item: dict[str, Any], event: str, t: int) -> No
                 t,
                 make_step(
                     "llm_call",
-                    f"chat {model}" if model else "chat",
+                    vocabulary.model_step_name(model),
                     start,
                     t,
                     model=model,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.otel.nodes import (
     Assembly,
     Node,
@@ -37,7 +38,7 @@ def apply_codex(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None
                 t,
                 make_step(
                     "llm_call",
-                    "llm_call",
+                    vocabulary.MODEL_STEP,
                     t - duration if t > duration else t,
                     t,
                     metadata={
@@ -73,20 +74,20 @@ def apply_codex(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None
             return  # the record of the stream's end without the usage
         call = asm.nodes.get(asm.current_call) if asm.current_call else None
         if call is None or call.step.get("tokens_used") is not None:
-            call = asm.add(Node(f"log:{item['key']}", t, t, make_step("llm_call", None, t, t)))
+            call = asm.add(
+                Node(f"log:{item['key']}", t, t, make_step("llm_call", vocabulary.MODEL_STEP, t, t))
+            )
         model = first(attrs, "model", "slug")
         fresh = usage.get("input_tokens", 0) - usage.get("cached_input_tokens", 0)
         call.step["tokens_used"] = max(fresh, 0) + usage.get("output_tokens", 0)  # as Codex
         call.step["metadata"]["usage"] = usage
         if model:
             call.step["model"] = str(model)
-            call.step["name"] = str(model)
+            call.step["name"] = vocabulary.model_step_name(model)
         call.end_ns = max(call.end_ns, t)
         call.step["ended_at"] = iso(call.end_ns)
         call.step["duration_ms"] = (call.end_ns - call.start_ns) / 1e6
     elif event == "tool_decision":
-        from agent_replay.services.capture import vocabulary
-
         call_id = first(attrs, "call_id")
         tool = vocabulary.canonical_tool(vocabulary.CODEX, str(first(attrs, "tool_name")), None)
         chosen = str(first(attrs, "decision") or "approved")
@@ -108,7 +109,6 @@ def apply_codex(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None
 
 
 def _codex_tool(asm: Assembly, item: dict[str, Any], t: int) -> None:
-    from agent_replay.services.capture import vocabulary
     from agent_replay.services.capture.codex_rollout import tool_outcome
 
     attrs = item["attributes"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.otel import semconv
 from agent_replay.services.otel.nodes import (
     Assembly,
@@ -88,6 +89,7 @@ def apply_gemini(asm: Assembly, item: dict[str, Any], event: str, t: int) -> Non
         node = asm.match(item, "llm_call", t, None, model)
         if node is not None:
             node.harness_matched = True
+            node.step["name"] = vocabulary.model_step_name(model or node.step.get("model"))
             merge(
                 node, tokens_used=tokens, output=output, error=error, model=model, metadata=metadata
             )
@@ -102,7 +104,7 @@ def apply_gemini(asm: Assembly, item: dict[str, Any], event: str, t: int) -> Non
                 t,
                 make_step(
                     "llm_call",
-                    "llm_call",
+                    vocabulary.model_step_name(model),
                     start,
                     t,
                     model=model,

@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from agent_replay.services.capture import vocabulary
 from agent_replay.services.otel.semconv import as_float
 
 # A harness record is matched to a span step when its time falls inside the span, or this
@@ -272,7 +273,7 @@ def user_prompt(asm: Assembly, item: dict[str, Any], t: int, prompt: Any, prompt
             f"log:{item['key']}",
             t,
             t,
-            make_step("thought", "user_prompt", t, t, input=prompt, metadata=metadata),
+            make_step("thought", vocabulary.PROMPT_STEP, t, t, input=prompt, metadata=metadata),
         )
     )
 

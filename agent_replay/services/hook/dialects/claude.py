@@ -99,7 +99,7 @@ def user_prompt(hook: Hook) -> None:
     hook.record(
         {
             "step_type": "thought",
-            "name": "user_prompt",
+            "name": vocabulary.PROMPT_STEP,
             "input": hook.keep(prompt),
             "metadata": meta,
         },
@@ -301,10 +301,13 @@ def stop(hook: Hook, message: str | None, *, refused: Refusal | None = None) -> 
     trace_id = hook.trace()
     close_refused(hook, refused or transcript_refusal)
     if message:
-        hook.record(
-            {"step_type": "output", "name": "assistant_message", "output": hook.keep(message)},
-            trace_id=trace_id,
-        )
+        answer = {
+            "step_type": "output",
+            "name": vocabulary.ANSWER_STEP,
+            "output": hook.keep(message),
+        }
+        # Caused by the turn's last model call, which the session file gave (as on import).
+        hook.record({**answer, "caused_by_step": hook.turn_latest("llm_call")}, trace_id=trace_id)
     hook.finish("completed", output=hook.keep(message))
 
 

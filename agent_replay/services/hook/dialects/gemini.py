@@ -110,14 +110,18 @@ def before_model(hook: Hook) -> None:
 
 
 def _open_model_step(hook: Hook, trace_id: str) -> int:
+    """A model call, caused by the tool call it answers: the turn's newest tool call when
+    it came after the turn's newest model call (as the chat recording's import links it)."""
     model = _model(hook)
+    tool, reply = hook.turn_latest("tool_call"), hook.turn_step(MODEL_KEY)
     return hook.start(
         "llm_call",
-        model or "model",
+        vocabulary.model_step_name(model),
         call_id=MODEL_KEY,
         input=_request_input(_request(hook)),
         model=model,
         trace_id=trace_id,
+        caused_by_step=tool if tool is not None and (reply is None or tool > reply) else None,
     )
 
 
@@ -244,8 +248,6 @@ def after_agent(hook: Hook) -> None:
         answer = text.strip() if isinstance(text, str) and text.strip() else None
     answer = answer or hook.text("prompt_response")
     if answer:
-        hook.record(
-            {"step_type": "output", "name": "assistant_message", "output": hook.keep(answer)},
-            trace_id=trace_id,
-        )
+        step = {"step_type": "output", "name": vocabulary.ANSWER_STEP, "output": hook.keep(answer)}
+        hook.record({**step, "caused_by_step": hook.turn_step(MODEL_KEY)}, trace_id=trace_id)
     hook.finish("completed", output=hook.keep(answer))
