@@ -136,15 +136,15 @@ _PROMPT_AFTER = Statement(
     )
 )
 """A step of a type and name after a step: (trace_id, step_number, step_type, name, 1)."""
-_NEWEST_OF_TYPE = Statement(
+_NEWEST_OF_TYPES = Statement(
     lambda: (
-        StepRow.select(StepRow.step_number)
-        .where(StepRow.trace_id == arg(), StepRow.step_type == arg())
+        StepRow.select(StepRow.step_number, StepRow.step_type)
+        .where(StepRow.trace_id == arg(), StepRow.step_type.in_([arg(), arg()]))
         .order_by(StepRow.step_number.desc())
         .limit(arg())
     )
 )
-"""The newest step of a type: (trace_id, step_type, 1)."""
+"""The newest step of either of two types: (trace_id, step_type, step_type, 1)."""
 _STEP = Statement(
     lambda: StepRow.select(
         StepRow.input, StepRow.output, StepRow.metadata, StepRow.started_at, StepRow.name
@@ -400,16 +400,18 @@ class Hook:
             return None
         return latest[0] if self._in_turn(found[0], latest[0]) else None
 
-    def turn_latest(self, step_type: str) -> int | None:
-        """The newest step of ``step_type`` in the current turn, or ``None``: a turn's
-        answer is caused by its last model call, whoever recorded it."""
+    def turn_latest(self, step_type: str, other: str | None = None) -> tuple[int, str] | None:
+        """``(step_number, step_type)`` of the newest step of ``step_type`` (or ``other``) in
+        the current turn, or ``None``: a turn's answer is caused by its last model call,
+        whoever recorded it."""
         found = self.find_trace()
         if found is None:
             return None
-        row = _NEWEST_OF_TYPE.run(self.store, (found[0], step_type, 1)).fetchone()
+        types = (step_type, other or step_type)
+        row = _NEWEST_OF_TYPES.run(self.store, (found[0], *types, 1)).fetchone()
         if row is None or not self._in_turn(found[0], int(row[0])):
             return None
-        return int(row[0])
+        return int(row[0]), str(row[1])
 
     def _in_turn(self, trace_id: str, number: int) -> bool:
         """No user prompt came after step ``number``."""

@@ -179,9 +179,9 @@ def _link_turns(asm: Assembly) -> None:
     """A harness session's turns, linked and ended as every other capture path does
     (``vocabulary``): a model call is caused by the tool call it answers (the turn's newest
     since its previous model call), a permission decision by the model call that asked for the
-    tool, and a turn whose last model call answered in text, with
-    no tool call after it, ends in a ``final_answer`` step caused by that call. Gemini CLI's
-    routing calls (``role: utility_router``) pick a model; they answer nothing."""
+    tool, and a turn whose last model call answered in text, with no tool call after it, ends
+    in a ``final_answer`` step caused by that call. Gemini CLI's routing calls (``role:
+    utility_router``) pick a model; they answer nothing."""
     tool: Node | None = None
     reply: Node | None = None
     answers: list[Node] = []

@@ -83,7 +83,7 @@ def apply_codex(asm: Assembly, item: dict[str, Any], event: str, t: int) -> None
         call.step["metadata"]["usage"] = usage
         if model:
             call.step["model"] = str(model)
-            call.step["name"] = vocabulary.model_step_name(model)
+            call.step["name"] = str(model)
         call.end_ns = max(call.end_ns, t)
         call.step["ended_at"] = iso(call.end_ns)
         call.step["duration_ms"] = (call.end_ns - call.start_ns) / 1e6

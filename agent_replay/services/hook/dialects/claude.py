@@ -301,13 +301,15 @@ def stop(hook: Hook, message: str | None, *, refused: Refusal | None = None) -> 
     trace_id = hook.trace()
     close_refused(hook, refused or transcript_refusal)
     if message:
+        # Caused by the turn's last model call, which the session file gave (as on import).
+        reply = hook.turn_latest("llm_call")
         answer = {
             "step_type": "output",
             "name": vocabulary.ANSWER_STEP,
             "output": hook.keep(message),
+            "caused_by_step": reply[0] if reply else None,
         }
-        # Caused by the turn's last model call, which the session file gave (as on import).
-        hook.record({**answer, "caused_by_step": hook.turn_latest("llm_call")}, trace_id=trace_id)
+        hook.record(answer, trace_id=trace_id)
     hook.finish("completed", output=hook.keep(message))
 
 

@@ -113,7 +113,7 @@ def _open_model_step(hook: Hook, trace_id: str) -> int:
     """A model call, caused by the tool call it answers: the turn's newest tool call when
     it came after the turn's newest model call (as the chat recording's import links it)."""
     model = _model(hook)
-    tool, reply = hook.turn_latest("tool_call"), hook.turn_step(MODEL_KEY)
+    latest = hook.turn_latest("tool_call", "llm_call")
     return hook.start(
         "llm_call",
         vocabulary.model_step_name(model),
@@ -121,7 +121,7 @@ def _open_model_step(hook: Hook, trace_id: str) -> int:
         input=_request_input(_request(hook)),
         model=model,
         trace_id=trace_id,
-        caused_by_step=tool if tool is not None and (reply is None or tool > reply) else None,
+        caused_by_step=latest[0] if latest and latest[1] == "tool_call" else None,
     )
 
 
@@ -248,6 +248,11 @@ def after_agent(hook: Hook) -> None:
         answer = text.strip() if isinstance(text, str) and text.strip() else None
     answer = answer or hook.text("prompt_response")
     if answer:
-        step = {"step_type": "output", "name": vocabulary.ANSWER_STEP, "output": hook.keep(answer)}
-        hook.record({**step, "caused_by_step": hook.turn_step(MODEL_KEY)}, trace_id=trace_id)
+        step = {
+            "step_type": "output",
+            "name": vocabulary.ANSWER_STEP,
+            "output": hook.keep(answer),
+            "caused_by_step": hook.turn_step(MODEL_KEY),
+        }
+        hook.record(step, trace_id=trace_id)
     hook.finish("completed", output=hook.keep(answer))
