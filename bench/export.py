@@ -147,8 +147,9 @@ def main() -> int:
         wall, _, rss = list_bench.timed(small_cmd, env)
         figures["small"].append((wall, list_bench.LAST_CPU[0], rss))
         for path in (ours_file, base_file):
-            if lines(path) != traces:
-                sys.exit(f"{path.name}: {lines(path):,} lines, expected {traces:,}")
+            count = lines(path)
+            if count != traces:
+                sys.exit(f"{path.name}: {count:,} lines, expected {traces:,}")
         print(
             f"{run + 1:>3}  {figures['ours'][-1][0]:>8.2f}  {figures['base'][-1][0]:>8.2f}"
             f"  {figures['ours'][-1][2]:>8.0f}  {figures['base'][-1][2]:>9.0f}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from textual.widgets import DataTable, Static
@@ -82,23 +83,25 @@ async def test_refresh_key_picks_up_a_new_trace(seeded_store, tui) -> None:
         assert "lookup since:2026-05-19" in _keys(app, "#tools-table")
 
 
+async def _until(pilot: Any, done: Callable[[], bool], *, rounds: int) -> None:
+    """Poll, 50 ms at a time and each load finished, until ``done()`` or ``rounds`` polls."""
+    for _ in range(rounds):
+        await pilot.pause(0.05)
+        await pilot.app.workers.wait_for_complete()
+        if done():
+            return
+
+
 async def test_timer_refresh_picks_up_a_new_trace(seeded_store, tui) -> None:
     """With a refresh interval, a new trace shows up without a key press."""
     app = tui(seeded_store, initial_mode="dashboard", dashboard_refresh=0.05)
     async with app.run_test(size=SIZE) as pilot:
         # Not settle(): a screen refreshing every 50 ms is never quiet, and settle would wait
         # out all its rounds (~50 s on a loaded machine). The first figures are enough.
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if app.screen.data is not None:
-                break
+        await _until(pilot, lambda: app.screen.data is not None, rounds=100)
         assert _card(app, "traces") == "5"
         _ingest(seeded_store, NEW_TRACE)
-        for _ in range(20):
-            await pilot.pause(0.05)
-            await app.workers.wait_for_complete()
-            if app.screen.data is not None and app.screen.data.totals.traces == 6:
-                break
+        await _until(pilot, lambda: app.screen.data.totals.traces == 6, rounds=20)
         await pilot.pause()
         assert _card(app, "traces") == "6"
         assert "agent:late-agent since:2026-05-19" in _keys(app, "#agents-table")
